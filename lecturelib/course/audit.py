@@ -1,0 +1,152 @@
+"""Audit submissions for code that tampers with grading: a report for the instructor, not a penalty."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from lecturelib.course.layout import Course, SOLUTION_MARKS, nbgrader_meta, read_notebook
+
+# Calls that end the kernel, reach outside the submission's folder, or run code the audit cannot read.
+EXITS = {"os._exit", "sys.exit", "exit", "quit", "os.kill", "os.abort", "os.killpg", "signal.raise_signal"}
+FILES = {
+    "os.remove", "os.unlink", "os.rmdir", "os.rename", "os.replace", "os.chdir", "os.chmod", "os.system",
+    "os.makedirs", "os.popen", "shutil.rmtree", "shutil.move", "shutil.copy", "shutil.copyfile",
+    "shutil.copytree", "subprocess.run", "subprocess.Popen", "subprocess.call", "subprocess.check_output",
+}
+DYNAMIC = {"eval", "exec", "compile", "__import__", "importlib.import_module", "importlib.reload"}
+PATCHABLE = {"builtins", "__builtins__", "lecturelib", "torch", "numpy", "math", "operator", "sys", "IPython"}
+DUNDERS = {"__eq__", "__ne__", "__index__", "__float__", "__int__", "__bool__", "__hash__", "__instancecheck__"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One suspicious line in one submitted cell."""
+
+    student: str
+    assignment: str
+    notebook: str
+    cell: str  # grade_id, or "cell N" for a cell the student added
+    line: int
+    what: str
+
+
+def _dotted(node: ast.AST) -> str:
+    """'a.b.c' for a Name/Attribute chain, '' otherwise."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return ""
+
+
+def _outside_path(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+        node.value.startswith(("/", "~")) or ".." in node.value.replace("\\", "/").split("/")
+    )
+
+
+def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
+    """(line, finding) for one cell's code; `asked` are the functions the exercises ask for."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []  # IPython magics or a syntax error: nothing the kernel could run as written
+    aliases: dict[str, str] = {}  # local name -> what it names ("torch", "lecturelib.flops.matmul_flops")
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                if node.module.split(".")[0] == "lecturelib" and a.name in asked:
+                    found.append((node.lineno, f"imports lecturelib's reference {a.name}, the function it must write"))
+
+    def resolve(dotted: str) -> str:
+        head, _, rest = dotted.partition(".")
+        full = aliases.get(head, head)
+        return f"{full}.{rest}" if rest else full
+
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for t in targets:
+                base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
+                name = resolve(_dotted(base)) if base is not None else ""
+                if isinstance(base, ast.Call) and _dotted(base.func) == "get_ipython":
+                    name = "IPython"
+                if name.split(".")[0] in PATCHABLE or name in aliases.values() or name == "sys.modules":
+                    found.append((line, f"patches {name}"))
+        elif isinstance(node, ast.Call):
+            name = resolve(_dotted(node.func))
+            if name in ("setattr", "delattr") and node.args:
+                found.append((line, f"{name}() on {resolve(_dotted(node.args[0])) or 'an object'}"))
+            elif name in EXITS or name.endswith(("kernel.do_shutdown", "ask_exit")):
+                found.append((line, f"ends the kernel ({name})"))
+            elif name in FILES:
+                found.append((line, f"touches files or processes ({name})"))
+            elif name in DYNAMIC:
+                found.append((line, f"runs code the audit cannot read ({name})"))
+            elif name in ("open", "pathlib.Path", "Path", "io.open") and any(_outside_path(a) for a in node.args):
+                found.append((line, "opens a path outside its folder"))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DUNDERS:
+            found.append((line, f"defines {node.name}"))
+        elif isinstance(node, ast.Attribute):
+            full = resolve(_dotted(node))
+            if full.split(".")[0] == "lecturelib" and full.split(".")[-1] in asked:
+                found.append((line, f"calls lecturelib's reference {full}, the function it must write"))
+        elif isinstance(node, ast.Name) and node.id in ("__builtins__", "builtins") and isinstance(node.ctx, ast.Load):
+            found.append((line, "reaches into builtins"))
+    return sorted(set(found))
+
+
+def asked_functions(source_nb_path: Path) -> set[str]:
+    """Names of the functions defined inside the master's solution regions."""
+    names: set[str] = set()
+    for cell in read_notebook(source_nb_path).cells:
+        if cell.cell_type == "code" and nbgrader_meta(cell).get("solution") and SOLUTION_MARKS[0] in cell.source:
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            names |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+def audit(course: Course, assignments: list[str]) -> list[Finding]:
+    """Findings in every submitted cell that a student wrote or could edit."""
+    findings = []
+    for assignment in assignments:
+        for master in course.source_notebooks(assignment):
+            asked = asked_functions(master)
+            locked = {nbgrader_meta(c).get("grade_id"): c.source for c in read_notebook(master).cells
+                      if nbgrader_meta(c).get("locked") or nbgrader_meta(c).get("grade")}
+            for path in sorted(course.submitted.glob(f"*/{assignment}/{master.name}")):
+                student = path.parts[-3]
+                try:
+                    nb = read_notebook(path)
+                except Exception:  # noqa: BLE001 - `autograde` reports unreadable notebooks
+                    continue
+                for i, cell in enumerate(nb.cells):
+                    gid = nbgrader_meta(cell).get("grade_id")
+                    if cell.cell_type != "code" or (gid in locked and not nbgrader_meta(cell).get("solution")):
+                        continue  # locked and test cells are restored from the master before grading
+                    for line, what in audit_source(cell.source, asked):
+                        findings.append(Finding(student, assignment, master.name, gid or f"cell {i}", line, what))
+    return findings
+
+
+def format_findings(findings: list[Finding]) -> str:
+    if not findings:
+        return "no findings"
+    rows = [("student", "assignment", "cell", "line", "finding")] + [
+        (f.student, f.assignment, f.cell, str(f.line), f.what) for f in findings
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows)

@@ -1,0 +1,161 @@
+"""Autograde every collected submission with nbgrader, one worker process per submission."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+
+from lecturelib.course.layout import Course, nbgrader_env
+
+SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
+
+
+@dataclass
+class Outcome:
+    """What happened to one submission: its score, or why it could not be graded."""
+
+    student: str
+    assignment: str
+    score: float | None = None
+    max_score: float | None = None
+    graded: bool = False
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def submissions(course: Course, assignments: list[str]) -> list[tuple[str, str]]:
+    """(student, assignment) of every collected submission of these assignments."""
+    if not course.submitted.is_dir():
+        return []
+    return sorted(
+        (student.name, a)
+        for student in course.submitted.iterdir()
+        if student.is_dir()
+        for a in assignments
+        if (student / a).is_dir()
+    )
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _invalid_notebooks(folder: Path, root: Path) -> list[str]:
+    problems = []
+    for path in sorted(folder.glob("*.ipynb")):
+        try:
+            nbformat.validate(nbformat.read(str(path), as_version=4))
+        except Exception as e:  # noqa: BLE001 - any unreadable file is reported, never fatal
+            reason = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+            problems.append(f"{path.relative_to(root)} is not a valid notebook ({reason})")
+    return problems
+
+
+def _last_error(log: str) -> str:
+    errors = [ln.split("] ", 1)[-1] for ln in log.splitlines() if "| ERROR]" in ln]
+    useful = [e for e in errors if not e.startswith(("There was an error", "Traceback"))]
+    return (useful or errors or ["nbgrader autograde failed"])[0][:200]
+
+
+def _grade_one(course: Course, student: str, assignment: str, timeout_s: float, log_dir: Path) -> Outcome:
+    """Run `nbgrader autograde` for one submission in its own process group; never raises."""
+    out = Outcome(student, assignment)
+    start = time.perf_counter()
+    folder = course.submitted / student / assignment
+    out.problems = _invalid_notebooks(folder, course.root)
+    if out.problems:
+        return out
+    before = _digest(folder)
+    with tempfile.TemporaryDirectory() as backup:
+        shutil.copytree(folder, Path(backup) / "copy")
+        cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student, "--force"]
+        log_path = log_dir / f"{student}--{assignment}.log"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(cmd, cwd=course.root, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=nbgrader_env())
+            try:
+                rc = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # nbgrader and the kernel it started
+                proc.wait()
+                rc = None
+        if _digest(folder) != before:
+            shutil.rmtree(folder)
+            shutil.copytree(Path(backup) / "copy", folder)
+            out.problems.append("the submission changed its own submitted files while graded (restored)")
+    if rc is None:
+        out.problems.append(f"could not be graded: took longer than {timeout_s:.0f} s")
+    elif rc != 0:
+        out.problems.append(f"could not be graded: {_last_error(log_path.read_text(errors='replace'))}")
+    else:
+        out.graded = True
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def _ensure_gradebook(course: Course, assignments: list[str]) -> None:
+    """The assignments must be in the gradebook; WAL lets workers read while one writes."""
+    with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+        known = {a.name for a in gb.assignments}
+    for a in assignments:
+        if a not in known:
+            course.nbgrader("generate_assignment", a, "--force")
+    with sqlite3.connect(course.gradebook) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+
+
+def _read_scores(course: Course, outcomes: list[Outcome]) -> None:
+    with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+        for o in outcomes:
+            if not o.graded:
+                continue
+            try:
+                sub = gb.find_submission(o.assignment, o.student)
+            except MissingEntry:
+                o.graded = False
+                o.problems.append("could not be graded: no grades were saved")
+                continue
+            o.score, o.max_score = sub.score, sub.max_score
+
+
+def autograde(course: Course, assignments: list[str], *, workers: int = 1,
+              timeout_s: float = SUBMISSION_TIMEOUT_S) -> list[Outcome]:
+    """Autograde every submission of `assignments` with `workers` in parallel."""
+    pairs = submissions(course, assignments)
+    if not pairs:
+        return []
+    _ensure_gradebook(course, sorted({a for _, a in pairs}))
+    log_dir = course.root / "logs" / "autograde"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        outcomes = list(pool.map(lambda p: _grade_one(course, *p, timeout_s, log_dir), pairs))
+    _read_scores(course, outcomes)
+    return outcomes
+
+
+def format_table(outcomes: list[Outcome]) -> str:
+    """The summary an instructor reads: one row a submission."""
+    rows = [("student", "assignment", "score", "max", "seconds", "problems")]
+    for o in outcomes:
+        score = f"{o.score:g}" if o.score is not None else "-"
+        top = f"{o.max_score:g}" if o.max_score is not None else "-"
+        rows.append((o.student, o.assignment, score, top, f"{o.seconds:.1f}", "; ".join(o.problems) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5] for r in rows)

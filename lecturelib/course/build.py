@@ -1,0 +1,150 @@
+"""`build` regenerates notebooks/ and solutions/ from source/; `check` finds every way they can go wrong."""
+
+from __future__ import annotations
+
+import copy
+import filecmp
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from nbclient import NotebookClient
+from nbformat.notebooknode import NotebookNode
+
+from lecturelib.course.layout import (
+    Course,
+    is_test_cell,
+    iter_source_notebooks,
+    make_solution,
+    nbgrader_meta,
+    read_notebook,
+    write_notebook,
+)
+from lecturelib.grading import TestCellError, parse_test_cell
+
+CELL_TIMEOUT_S = 300
+
+
+def build(course: Course) -> list[str]:
+    """Regenerate the release (nbgrader generate_assignment) and the solutions; return problems."""
+    problems = []
+    for folder in (course.release, course.solutions):
+        shutil.rmtree(folder, ignore_errors=True)
+    for assignment in course.assignments():
+        done = course.nbgrader("generate_assignment", assignment, "--force")
+        if done.returncode != 0:
+            last = [ln for ln in done.stderr.splitlines() if "ERROR" in ln or "Error" in ln][-1:]
+            problems.append(f"{assignment}: nbgrader generate_assignment failed: {' '.join(last) or done.stderr[-300:]}")
+    for _, path in iter_source_notebooks(course):
+        write_notebook(make_solution(read_notebook(path)), course.solutions / path.name)
+    return problems
+
+
+def _static_problems(course: Course) -> list[str]:
+    problems = []
+    for _, path in iter_source_notebooks(course):
+        rel = path.relative_to(course.root)
+        nb = read_notebook(path)
+        n_outputs = sum(len(c.get("outputs", [])) for c in nb.cells if c.cell_type == "code")
+        if n_outputs:
+            problems.append(f"{rel}: {n_outputs} stored outputs (keep source/ free of outputs)")
+        ids = [nbgrader_meta(c).get("grade_id") for c in nb.cells if nbgrader_meta(c)]
+        if None in ids or "" in ids:
+            problems.append(f"{rel}: {ids.count(None) + ids.count('')} nbgrader cells without a grade_id")
+        for gid, n in Counter(i for i in ids if i).items():
+            if n > 1:
+                problems.append(f"{rel}: grade_id {gid!r} is used by {n} cells")
+        for i, cell in enumerate(nb.cells):
+            if not is_test_cell(cell):
+                continue
+            try:
+                parse_test_cell(cell.source)
+            except TestCellError as e:
+                problems.append(f"{rel}: {nbgrader_meta(cell).get('grade_id')}: {str(e).split(': ', 1)[-1]}")
+            before = nb.cells[i - 1] if i else None
+            m = nbgrader_meta(before) if before is not None else {}
+            if not (m.get("solution") or m.get("grade")):
+                # nbgrader 0.9.6 can only restore a deleted test cell after an answer or test cell
+                problems.append(
+                    f"{rel}: test cell {nbgrader_meta(cell).get('grade_id')} must follow an answer or test cell"
+                )
+    return problems
+
+
+def _drift(course: Course) -> list[str]:
+    """Build into a scratch copy of the course and compare with the committed notebooks/ and solutions/."""
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Course(Path(tmp))
+        shutil.copy2(course.root / "nbgrader_config.py", scratch.root)
+        shutil.copytree(course.source, scratch.source)
+        problems = build(scratch)
+        for name in ("release", "solutions"):
+            built, committed = getattr(scratch, name), getattr(course, name)
+            hint = "(run `python -m lecturelib.course build`)"
+            problems += [f"{committed.name}/{p} {hint}" for p in _tree_differences(built, committed)]
+    return problems
+
+
+def _tree_differences(built: Path, committed: Path) -> list[str]:
+    files = lambda root: {p.relative_to(root) for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+    want, have = files(built), files(committed)
+    out = [f"{p}: missing" for p in sorted(want - have)] + [f"{p}: stale, not built from source/" for p in sorted(have - want)]
+    out += [f"{p}: differs from what source/ builds" for p in sorted(want & have)
+            if not filecmp.cmp(built / p, committed / p, shallow=False)]
+    return out
+
+
+def execute(nb: NotebookNode, cwd: Path, timeout_s: int = CELL_TIMEOUT_S) -> NotebookNode:
+    """Run every cell of a copy of `nb` in a fresh kernel, errors recorded, not raised."""
+    ran = copy.deepcopy(nb)
+    NotebookClient(ran, timeout=timeout_s, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    return ran
+
+
+def _outcomes(nb: NotebookNode) -> dict[str, tuple[bool, bool]]:
+    """grade_id -> (raised an error, wrote to stderr) for every test cell of an executed notebook."""
+    return {
+        nbgrader_meta(c)["grade_id"]: (
+            any(o.output_type == "error" for o in c.outputs),
+            any(o.output_type == "stream" and o.name == "stderr" for o in c.outputs),
+        )
+        for c in nb.cells
+        if is_test_cell(c)
+    }
+
+
+def _executed_problems(course: Course) -> list[str]:
+    """Run the master (the solution) and the untouched release with the full tests, as autograding would."""
+    problems = []
+    for assignment, path in iter_source_notebooks(course):
+        rel = path.relative_to(course.root)
+        source = read_notebook(path)
+        solved = execute(source, path.parent)
+        for i, cell in enumerate(solved.cells):
+            if cell.cell_type == "code" and not is_test_cell(cell) and any(o.output_type == "error" for o in cell.outputs):
+                problems.append(f"{rel}: cell {i} raises on the solution")
+        for gid, (error, stderr) in _outcomes(solved).items():
+            if error:
+                problems.append(f"{rel}: {gid} fails on the solution")
+            if stderr:
+                problems.append(f"{rel}: {gid} writes to stderr on the solution (nbgrader would give it 0)")
+        release_path = course.release / assignment / path.name
+        if not release_path.exists():
+            continue  # reported as drift
+        release = read_notebook(release_path)
+        tests = {nbgrader_meta(c)["grade_id"]: c.source for c in source.cells if is_test_cell(c)}
+        for cell in release.cells:
+            if is_test_cell(cell) and nbgrader_meta(cell)["grade_id"] in tests:
+                cell.source = tests[nbgrader_meta(cell)["grade_id"]]  # hidden tests back, as nbgrader does
+        for gid, (error, _) in _outcomes(execute(release, path.parent)).items():
+            if not error:
+                problems.append(f"{rel}: {gid} passes on the untouched release")
+    return problems
+
+
+def check(course: Course, *, run: bool = True) -> list[str]:
+    """Every problem with source/ and what is built from it; empty when the course is sound."""
+    problems = _static_problems(course) + _drift(course)
+    return problems + (_executed_problems(course) if run and not problems else [])

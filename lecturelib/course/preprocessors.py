@@ -1,0 +1,66 @@
+"""nbgrader preprocessors that make autograding trust only plain values, judged outside the kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from lecturelib.course.layout import is_test_cell
+from lecturelib.grading import TestCellError, Verdict, judge, prepare_test_cell
+
+STASH = "lecturelib_checks"  # key in nbconvert's resources shared by the two preprocessors
+
+
+def verdict_outputs(verdict: Verdict, n_checks: int) -> list[NotebookNode]:
+    """The outputs a judged test cell shows: a line on success, an error naming each failed check."""
+    if verdict.passed:
+        text = f"{verdict.grade_id}: all {n_checks} checks passed\n"
+        return [from_dict({"output_type": "stream", "name": "stdout", "text": text})]
+    lines = [f"{verdict.grade_id}: {len(verdict.messages)} of {n_checks} checks failed"] + [
+        f"  - {m}" for m in verdict.messages
+    ]
+    return [
+        from_dict(
+            {"output_type": "error", "ename": "CheckFailed", "evalue": lines[0], "traceback": lines}
+        )
+    ]
+
+
+class PrepareChecks(NbGraderPreprocessor):
+    """Before execution: keep each test cell's expected literals here and send the kernel only the rest."""
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        stash: dict[str, tuple[str, list]] = {}
+        for cell in nb.cells:
+            if not is_test_cell(cell):
+                continue
+            grade_id = cell.metadata.nbgrader["grade_id"]
+            try:
+                rewritten, checks = prepare_test_cell(cell.source, grade_id)
+            except TestCellError as e:  # an instructor's mistake: `course check` reports it
+                self.log.warning("test cell left to the kernel, not judged: %s", e)
+                continue
+            stash[grade_id] = (cell.source, checks)
+            cell.source = rewritten
+        resources[STASH] = stash
+        return nb, resources
+
+
+class JudgeChecks(NbGraderPreprocessor):
+    """After execution: judge the reported values and make the verdict the test cell's only output."""
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        stash = resources.get(STASH, {})
+        for cell in nb.cells:
+            if not is_test_cell(cell) or cell.metadata.nbgrader["grade_id"] not in stash:
+                continue
+            grade_id = cell.metadata.nbgrader["grade_id"]
+            source, checks = stash[grade_id]
+            stdout = "".join(
+                o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == "stdout"
+            )
+            cell.source = source  # the instructor's test, as nbgrader restored it
+            cell.outputs = verdict_outputs(judge(grade_id, checks, stdout), len(checks))
+        return nb, resources

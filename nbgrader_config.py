@@ -1,0 +1,49 @@
+"""nbgrader configuration of the Resource Accounting course (read by every `nbgrader` command run here)."""
+
+import os
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    Execute,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
+from lecturelib.course.preprocessors import JudgeChecks, PrepareChecks
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+here = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.root = here
+c.CourseDirectory.course_id = "resource-accounting"
+c.CourseDirectory.source_directory = "source"  # instructors edit only these masters
+c.CourseDirectory.release_directory = "notebooks"  # the student release, generated and committed
+# submitted/, autograded/, feedback/ and gradebook.db keep their defaults in the root; .gitignore keeps them out of git.
+# Several autograde workers share the gradebook: wait for its lock instead of failing at once.
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db") + "?timeout=120"
+
+# A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
+c.Execute.timeout = int(os.environ.get("LECTURELIB_CELL_TIMEOUT", "300"))
+# A submission whose graded or locked cells were deleted gets them back before it is graded.
+c.OverwriteCells.add_missing_cells = True
+
+# Trusted grading (lecturelib.grading): the kernel only reports plain values, judged outside it.
+c.Autograde.autograde_preprocessors = [
+    PrepareChecks,
+    Execute,
+    JudgeChecks,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+# nbgrader 0.9.6 keeps hidden tests in feedback; remove them (their outputs never quote them, see JudgeChecks).
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
