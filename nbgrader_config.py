@@ -29,7 +29,8 @@ c.CourseDirectory.release_directory = "notebooks"  # the student release, genera
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db") + "?timeout=120"
 
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
-c.Execute.timeout = int(os.environ.get("LECTURELIB_CELL_TIMEOUT", "300"))
+# (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)
+c.Execute.timeout = 300
 # A submission whose graded or locked cells were deleted gets them back before it is graded.
 c.OverwriteCells.add_missing_cells = True
 

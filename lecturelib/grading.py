@@ -180,7 +180,7 @@ class Check:
     line: str  # the source line, shown in feedback for visible checks only
 
 
-class TestCellError(ValueError):
+class InvalidTestCell(ValueError):
     """A test cell breaks the rules that trusted grading relies on."""
 
 
@@ -207,7 +207,7 @@ def _check_kind(node: ast.AST) -> str | None:
 
 
 def parse_test_cell(source: str) -> list[Check]:
-    """The checks of a test cell, in order; TestCellError if it breaks the rules."""
+    """The checks of a test cell, in order; InvalidTestCell if it breaks the rules."""
     return prepare_test_cell(source, "_")[1]
 
 
@@ -216,13 +216,13 @@ def prepare_test_cell(source: str, grade_id: str) -> tuple[str, list[Check]]:
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
-        raise TestCellError(f"{grade_id}: test cell does not parse: {e}") from None
+        raise InvalidTestCell(f"{grade_id}: test cell does not parse: {e}") from None
     hidden, lines = _hidden_lines(source), source.splitlines()
     checks: list[Check] = []
     top_level = {id(s.value) for s in tree.body if isinstance(s, ast.Expr)}
     for node in ast.walk(tree):
         if _check_kind(node) and id(node) not in top_level:
-            raise TestCellError(f"{grade_id}: line {node.lineno}: expect_* must be a statement of its own")
+            raise InvalidTestCell(f"{grade_id}: line {node.lineno}: expect_* must be a statement of its own")
     body: list[ast.stmt] = [
         ast.ImportFrom(module="lecturelib.grading", names=[ast.alias("_report", "__lecturelib_report")], level=0)
     ]
@@ -234,16 +234,16 @@ def prepare_test_cell(source: str, grade_id: str) -> tuple[str, list[Check]]:
         call: ast.Call = stmt.value  # type: ignore[assignment]
         args = list(call.args) + [kw.value for kw in call.keywords if kw.arg in ("value", "expected", "tol")]
         if len(args) < 2 or any(kw.arg not in ("value", "expected", "tol") for kw in call.keywords):
-            raise TestCellError(f"{grade_id}: line {stmt.lineno}: write expect_{kind}(EXPRESSION, LITERAL)")
+            raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: write expect_{kind}(EXPRESSION, LITERAL)")
         try:
             expected = ast.literal_eval(args[1])
             tol = ast.literal_eval(args[2]) if len(args) > 2 else "float"
         except ValueError:
-            raise TestCellError(
+            raise InvalidTestCell(
                 f"{grade_id}: line {stmt.lineno}: the expected value must be a literal (arithmetic in a comment)"
             ) from None
         if tol not in TOLERANCES:
-            raise TestCellError(f"{grade_id}: line {stmt.lineno}: unknown tolerance {tol!r}")
+            raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: unknown tolerance {tol!r}")
         checks.append(Check(len(checks), kind, expected, tol, stmt.lineno in hidden, lines[stmt.lineno - 1].strip()))
         report = ast.parse(
             f"__lecturelib_report({grade_id!r}, {len(checks) - 1}, {kind!r}, lambda: None)", mode="eval"
@@ -251,7 +251,7 @@ def prepare_test_cell(source: str, grade_id: str) -> tuple[str, list[Check]]:
         report.args[3].body = args[0]  # type: ignore[attr-defined]
         body.append(ast.Expr(report))
     if not checks:
-        raise TestCellError(f"{grade_id}: a graded test cell needs at least one expect_* call")
+        raise InvalidTestCell(f"{grade_id}: a graded test cell needs at least one expect_* call")
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     return ast.unparse(module), checks
 

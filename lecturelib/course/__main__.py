@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("autograde", help="autograde every collected submission in parallel")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p.add_argument("--workers", type=int, default=1, help="submissions graded at once (default 1)")
+    p.add_argument("--student", action="append", dest="students", metavar="ID", help="only this student (repeatable)")
     p.add_argument("--timeout", type=float, default=SUBMISSION_TIMEOUT_S, help="seconds one submission may take")
+    p.add_argument("--cell-timeout", type=int, help="seconds one cell may take (default: nbgrader_config.py's)")
     p = sub.add_parser("audit", help="report submitted code that tampers with grading")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p = sub.add_parser("feedback", help="generate feedback that never shows hidden tests")
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         problems = check(course, run=not args.no_execute)
     elif args.command == "autograde":
         outcomes = autograde(course, _assignments(course, args.assignments), workers=args.workers,
-                             timeout_s=args.timeout)
+                             students=args.students, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout)
         print(format_table(outcomes) if outcomes else "no submissions in submitted/")
         return 1 if any(not o.graded for o in outcomes) else 0
     elif args.command == "audit":

@@ -36,14 +36,14 @@ class Outcome:
     seconds: float = 0.0
 
 
-def submissions(course: Course, assignments: list[str]) -> list[tuple[str, str]]:
-    """(student, assignment) of every collected submission of these assignments."""
+def submissions(course: Course, assignments: list[str], students: list[str] | None = None) -> list[tuple[str, str]]:
+    """(student, assignment) of every collected submission of these assignments (of these students)."""
     if not course.submitted.is_dir():
         return []
     return sorted(
         (student.name, a)
         for student in course.submitted.iterdir()
-        if student.is_dir()
+        if student.is_dir() and (students is None or student.name in students)
         for a in assignments
         if (student / a).is_dir()
     )
@@ -74,7 +74,8 @@ def _last_error(log: str) -> str:
     return (useful or errors or ["nbgrader autograde failed"])[0][:200]
 
 
-def _grade_one(course: Course, student: str, assignment: str, timeout_s: float, log_dir: Path) -> Outcome:
+def _grade_one(course: Course, student: str, assignment: str, timeout_s: float, cell_timeout_s: int | None,
+               log_dir: Path) -> Outcome:
     """Run `nbgrader autograde` for one submission in its own process group; never raises."""
     out = Outcome(student, assignment)
     start = time.perf_counter()
@@ -86,6 +87,8 @@ def _grade_one(course: Course, student: str, assignment: str, timeout_s: float, 
     with tempfile.TemporaryDirectory() as backup:
         shutil.copytree(folder, Path(backup) / "copy")
         cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student, "--force"]
+        if cell_timeout_s is not None:
+            cmd.append(f"--Execute.timeout={cell_timeout_s}")
         log_path = log_dir / f"{student}--{assignment}.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(cmd, cwd=course.root, stdout=log, stderr=subprocess.STDOUT,
@@ -135,17 +138,17 @@ def _read_scores(course: Course, outcomes: list[Outcome]) -> None:
             o.score, o.max_score = sub.score, sub.max_score
 
 
-def autograde(course: Course, assignments: list[str], *, workers: int = 1,
-              timeout_s: float = SUBMISSION_TIMEOUT_S) -> list[Outcome]:
-    """Autograde every submission of `assignments` with `workers` in parallel."""
-    pairs = submissions(course, assignments)
+def autograde(course: Course, assignments: list[str], *, workers: int = 1, students: list[str] | None = None,
+              timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: int | None = None) -> list[Outcome]:
+    """Autograde every submission of `assignments` (of `students`) with `workers` in parallel."""
+    pairs = submissions(course, assignments, students)
     if not pairs:
         return []
     _ensure_gradebook(course, sorted({a for _, a in pairs}))
     log_dir = course.root / "logs" / "autograde"
     log_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        outcomes = list(pool.map(lambda p: _grade_one(course, *p, timeout_s, log_dir), pairs))
+        outcomes = list(pool.map(lambda p: _grade_one(course, *p, timeout_s, cell_timeout_s, log_dir), pairs))
     _read_scores(course, outcomes)
     return outcomes
 

@@ -21,7 +21,7 @@ from lecturelib.course.layout import (
     read_notebook,
     write_notebook,
 )
-from lecturelib.grading import TestCellError, parse_test_cell
+from lecturelib.grading import InvalidTestCell, parse_test_cell
 
 CELL_TIMEOUT_S = 300
 
@@ -60,7 +60,7 @@ def _static_problems(course: Course) -> list[str]:
                 continue
             try:
                 parse_test_cell(cell.source)
-            except TestCellError as e:
+            except InvalidTestCell as e:
                 problems.append(f"{rel}: {nbgrader_meta(cell).get('grade_id')}: {str(e).split(': ', 1)[-1]}")
             before = nb.cells[i - 1] if i else None
             m = nbgrader_meta(before) if before is not None else {}

@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 import html
+import re
 
 from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, read_notebook
 
+MIN_SECRET_CHARS = 20  # shorter hidden lines ("counted_matmul(") also stand in students' own code
+
+
+def _plain(text: str) -> str:
+    """What a page shows, whitespace folded: tags dropped (code is highlighted token by token)."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())
+
 
 def hidden_lines(course: Course, assignment: str) -> set[str]:
-    """The stripped lines of every hidden test block of an assignment's masters."""
+    """Lines of the hidden test blocks that the student release does not show anywhere."""
     lines: set[str] = set()
     for master in course.source_notebooks(assignment):
+        released = course.release / assignment / master.name
+        public = _plain("\n".join(c.source for c in read_notebook(released).cells)) if released.exists() else ""
         for cell in read_notebook(master).cells:
             if not is_test_cell(cell):
                 continue
-            inside, visible = False, set()
-            hidden: set[str] = set()
+            inside = False
             for line in cell.source.split("\n"):
                 if HIDDEN_MARKS[0] in line:
                     inside = True
                 elif HIDDEN_MARKS[1] in line:
                     inside = False
-                else:
-                    (hidden if inside else visible).add(line.strip())
-            lines |= {ln for ln in hidden - visible if len(ln) >= 8}
+                elif inside and len(_plain(line)) >= MIN_SECRET_CHARS and _plain(line) not in public:
+                    lines.add(_plain(line))
     return lines
 
 
@@ -36,7 +44,7 @@ def feedback(course: Course, assignments: list[str]) -> list[str]:
             problems.append(f"{assignment}: nbgrader generate_feedback failed (see its log)")
         secret = hidden_lines(course, assignment)
         for page in sorted(course.feedback.glob(f"*/{assignment}/*.html")):
-            text = html.unescape(page.read_text(encoding="utf-8", errors="replace"))
+            text = _plain(page.read_text(encoding="utf-8", errors="replace"))
             leaks = sorted(ln for ln in secret if ln in text)
             if leaks:
                 page.unlink()  # never leave a page that shows hidden tests where it could be released

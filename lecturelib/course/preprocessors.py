@@ -8,7 +8,7 @@ from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from lecturelib.course.layout import is_test_cell
-from lecturelib.grading import TestCellError, Verdict, judge, prepare_test_cell
+from lecturelib.grading import InvalidTestCell, Verdict, judge, prepare_test_cell
 
 STASH = "lecturelib_checks"  # key in nbconvert's resources shared by the two preprocessors
 
@@ -39,7 +39,7 @@ class PrepareChecks(NbGraderPreprocessor):
             grade_id = cell.metadata.nbgrader["grade_id"]
             try:
                 rewritten, checks = prepare_test_cell(cell.source, grade_id)
-            except TestCellError as e:  # an instructor's mistake: `course check` reports it
+            except InvalidTestCell as e:  # an instructor's mistake: `course check` reports it
                 self.log.warning("test cell left to the kernel, not judged: %s", e)
                 continue
             stash[grade_id] = (cell.source, checks)

@@ -1,0 +1,186 @@
+"""The command line: `python -m lecturelib params|flops|memory|kv-cache ... [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import NoReturn
+
+from lecturelib.configs import ModelConfig, from_json, from_name
+from lecturelib.flops import (
+    forward_breakdown,
+    forward_flops,
+    forward_flops_per_token,
+    kaplan_forward_flops_per_token,
+    train_flops_per_token,
+)
+from lecturelib.memory import (
+    DTYPE_BITS,
+    RECIPES,
+    RECOMPUTE_MODES,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    training_memory,
+)
+from lecturelib.params import n_params, non_embedding_params, param_breakdown
+
+PROG = "lecturelib"
+
+Result = dict[str, object]
+
+
+class CLIError(Exception):
+    """Bad input: reported as one line on stderr with exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise CLIError instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CLIError(message)
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: a positive int."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = _Parser(prog=PROG, description="Resource accounting for transformer models.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        model = sub.add_mutually_exclusive_group(required=True)
+        model.add_argument("--model", metavar="NAME", help="a published model, e.g. gpt2-small, llama2-7b")
+        model.add_argument("--config", metavar="FILE.json", help="a custom shape: ModelConfig fields as JSON")
+        sub.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+        return sub
+
+    command("params", "parameter counts: total, non-embedding (Kaplan) and a breakdown")
+    flops = command("flops", "forward FLOPs (every matmul, 2 per multiply-add) and per-token estimates")
+    flops.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
+    flops.add_argument("--batch", type=_positive_int, default=1, metavar="B")
+    memory = command("memory", "training memory: weights, gradients, optimizer, master weights, activations")
+    memory.add_argument("--recipe", choices=list(RECIPES), required=True)
+    memory.add_argument("--batch", type=_positive_int, required=True, metavar="B")
+    memory.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
+    memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none")
+    kv = command("kv-cache", "KV-cache bytes: 2 · n_layer · n_kv_head · head_dim · T · B elements")
+    kv.add_argument("--batch", type=_positive_int, required=True, metavar="B")
+    kv.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
+    kv.add_argument("--dtype", choices=list(DTYPE_BITS), required=True)
+    return parser
+
+
+def _load_model(args: argparse.Namespace) -> ModelConfig:
+    """The ModelConfig named by --model or read from --config."""
+    if args.model is not None:
+        return from_name(args.model)
+    try:
+        return from_json(args.config)
+    except OSError as error:
+        raise CLIError(f"cannot read config {args.config!r}: {error.strerror or error}") from None
+
+
+def _params(cfg: ModelConfig, args: argparse.Namespace) -> Result:
+    return {
+        "model": cfg.name,
+        "params": n_params(cfg),
+        "non_embedding_params": non_embedding_params(cfg),
+        "breakdown": param_breakdown(cfg),
+    }
+
+
+def _flops(cfg: ModelConfig, args: argparse.Namespace) -> Result:
+    return {
+        "model": cfg.name,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "forward_flops": forward_flops(cfg, args.batch, args.seq_len),
+        "forward_flops_per_token": forward_flops_per_token(cfg, args.seq_len),
+        # Kaplan's n_ctx is the context the tokens are processed with: here seq_len
+        "kaplan_forward_flops_per_token": kaplan_forward_flops_per_token(cfg, args.seq_len),
+        "train_flops_per_token": train_flops_per_token(cfg, args.seq_len),
+        "breakdown": forward_breakdown(cfg, args.batch, args.seq_len),
+    }
+
+
+def _memory(cfg: ModelConfig, args: argparse.Namespace) -> Result:
+    breakdown = training_memory(cfg, args.recipe, args.batch, args.seq_len, args.recompute)
+    return {
+        "model": cfg.name,
+        "recipe": args.recipe,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "recompute": args.recompute,
+        **breakdown.as_dict(),
+    }
+
+
+def _kv_cache(cfg: ModelConfig, args: argparse.Namespace) -> Result:
+    return {
+        "model": cfg.name,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "dtype": args.dtype,
+        "bytes": kv_cache_bytes(cfg, args.batch, args.seq_len, args.dtype),
+        "bytes_per_token": kv_cache_bytes_per_token(cfg, args.dtype),
+    }
+
+
+COMMANDS = {"params": _params, "flops": _flops, "memory": _memory, "kv-cache": _kv_cache}
+
+
+def _rows(result: Mapping[str, object], prefix: str = "") -> list[tuple[str, object]]:
+    """(key, value) rows of a nested result; nested keys joined with "/" (e.g. "attention/q_proj")."""
+    rows: list[tuple[str, object]] = []
+    for key, value in result.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            rows.extend(_rows(value, prefix=f"{name}/"))
+        else:
+            rows.append((name, value))
+    return rows
+
+
+def _cell(key: str, value: object) -> str:
+    """A value as table text: ints with thousands separators, byte counts also in GiB."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        text = f"{value:,}"
+        return f"{text}  ({value / 2**30:,.3f} GiB)" if key.endswith("bytes") else text
+    return str(value)
+
+
+def format_table(result: Mapping[str, object]) -> str:
+    """A two-column table of a command's result."""
+    rows = _rows(result)
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {_cell(name, value)}" for name, value in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on argv (default sys.argv[1:]); return the exit status (2 on bad input)."""
+    try:
+        args = build_parser().parse_args(argv)
+        cfg = _load_model(args)
+        result = COMMANDS[args.command](cfg, args)
+    except (CLIError, ValueError) as error:
+        message = " ".join(str(error).split())  # one line, whatever the message held
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""Memory accounting: bytes per dtype, precision recipes, training memory, KV cache, the memory hierarchy."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from lecturelib.configs import ModelConfig
+from lecturelib.params import n_params
+
+# Storage bits per element. Bits, not bytes, so that int4 (half a byte) stays an exact int.
+# tf32 is a compute mode of the tensor cores: a tf32 tensor is stored as a 32-bit float.
+DTYPE_BITS: dict[str, int] = {
+    "fp64": 64,
+    "float64": 64,
+    "fp32": 32,
+    "float32": 32,
+    "tf32": 32,  # stored in 32 bits; the tensor cores read 19 of them (1 sign, 8 exponent, 10 mantissa)
+    "bf16": 16,
+    "bfloat16": 16,
+    "fp16": 16,
+    "float16": 16,
+    "fp8": 8,  # e4m3 or e5m2 (torch.float8_e4m3fn, torch.float8_e5m2)
+    "int8": 8,
+    "int4": 4,  # two values packed per byte (as in bitsandbytes and torchao)
+}
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+
+
+def dtype_bits(dtype: str | torch.dtype) -> int:
+    """Storage bits of one element of `dtype` (a DTYPE_BITS name or a torch.dtype)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype.itemsize * 8
+    try:
+        return DTYPE_BITS[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; known dtypes: {', '.join(DTYPE_BITS)}") from None
+
+
+def tensor_bytes(n_elements: int, dtype: str | torch.dtype) -> int:
+    """Bytes to store `n_elements` of `dtype`, packed, rounded up to a whole byte (int4: 2 per byte)."""
+    if n_elements < 0:
+        raise ValueError(f"n_elements must be >= 0, got {n_elements}")
+    return -(-n_elements * dtype_bits(dtype) // 8)  # ceil(n·bits / 8) in exact integer arithmetic
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What is stored per parameter and per activation in one precision recipe."""
+
+    # the name used by RECIPES and the CLI, e.g. "bf16-mixed-adamw"
+    name: str
+    # dtype of the weights that the forward and backward passes read
+    weight_dtype: str
+    # dtype of the gradients; None for inference (no backward pass)
+    grad_dtype: str | None
+    # dtype of each optimizer state tensor, one per state: AdamW keeps two (first and second moment)
+    optimizer_state_dtypes: tuple[str, ...]
+    # dtype of a separate master copy of the weights that the optimizer updates (mixed precision
+    # keeps it in fp32); None when the weights themselves are the master copy
+    master_dtype: str | None
+    # dtype of the activations saved for the backward pass; None for inference (nothing is saved)
+    activation_dtype: str | None
+
+    def __post_init__(self) -> None:
+        for dtype in (self.weight_dtype, self.grad_dtype, self.master_dtype, self.activation_dtype,
+                      *self.optimizer_state_dtypes):
+            if dtype is not None:
+                dtype_bits(dtype)  # raises ValueError on an unknown dtype name
+
+
+RECIPES: dict[str, Recipe] = {
+    # everything in fp32; AdamW's m and v in fp32: 4 + 4 + 2·4 = 16 bytes per parameter
+    "fp32-adamw": Recipe("fp32-adamw", "fp32", "fp32", ("fp32", "fp32"), None, "fp32"),
+    # Micikevicius et al. 2018 mixed precision, as in ZeRO (Rajbhandari et al. 2020, sec. 3.1):
+    # 16-bit weights and gradients, fp32 master weights, fp32 m and v: 2 + 2 + 4 + 4 + 4 = 16 bytes
+    "bf16-mixed-adamw": Recipe("bf16-mixed-adamw", "bf16", "bf16", ("fp32", "fp32"), "fp32", "bf16"),
+    "fp16-mixed-adamw": Recipe("fp16-mixed-adamw", "fp16", "fp16", ("fp32", "fp32"), "fp32", "fp16"),
+    # Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization" (bitsandbytes AdamW8bit):
+    # m and v in 8 bits, 2 + 2 + 4 + 1 + 1 = 10 bytes per parameter. Not counted: one fp32 absmax per
+    # 2048-value block and state, 2·4/2048 ≈ 0.004 bytes per parameter.
+    "bf16-mixed-adamw8bit": Recipe("bf16-mixed-adamw8bit", "bf16", "bf16", ("int8", "int8"), "fp32", "bf16"),
+    # inference: bf16 weights only, no gradients, no optimizer, no saved activations (2 bytes/param)
+    "bf16-inference": Recipe("bf16-inference", "bf16", None, (), None, None),
+}
+
+
+def recipe_from_name(name: str) -> Recipe:
+    """The recipe called `name` (a key of RECIPES)."""
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise ValueError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}") from None
+
+
+def _check_positive(**sizes: int) -> None:
+    """Raise ValueError unless every size is a positive int."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def activation_bytes_per_layer(
+    seq_len: int,
+    batch: int,
+    d_model: int,
+    n_head: int,
+    *,
+    activation_dtype: str | torch.dtype = "bf16",
+    recompute: Recompute = "none",
+) -> int:
+    """Bytes saved for backward by one GPT-style block (Korthikanti et al. 2022, sec. 4.1)."""
+    # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+    # sec. 4.1, no tensor or sequence parallelism: with 16-bit activations and 1-byte dropout masks one
+    # layer stores s·b·h·(34 + 5·a·s/h) bytes. s = seq_len, b = batch, h = d_model, a = n_head.
+    # The block is GPT's: LayerNorm → attention → dropout, LayerNorm → MLP (4h, GeLU) → dropout.
+    # Elements stored, each of the activation dtype:
+    #   attention: LayerNorm output (QKV input) sbh, Q and K 2sbh, V sbh, output-projection input sbh,
+    #              softmax output as²b, attention-dropout output as²b          → 5sbh + 2as²b
+    #   MLP:       LayerNorm output sbh, GeLU input 4sbh, GeLU output 4sbh      → 9sbh
+    #   LayerNorm inputs (two per layer)                                       → 2sbh
+    #   total                                                                  → 16sbh + 2as²b
+    # Dropout masks, 1 byte per element: attention dropout as²b, two residual dropouts 2sbh.
+    # At 2 bytes per element: 2·(16sbh + 2as²b) + 2sbh + as²b = 34sbh + 5as²b.
+    # Selective recompute (sec. 4.2) recomputes the attention core, dropping every as²b term (34sbh at
+    # 16 bits); full recompute keeps only the block's input, sbh elements (2sbh at 16 bits).
+    # Llama blocks (SwiGLU, no dropout) are counted with this GPT formula: an approximation.
+    _check_positive(seq_len=seq_len, batch=batch, d_model=d_model, n_head=n_head)
+    sbh = seq_len * batch * d_model
+    as2b = n_head * seq_len * seq_len * batch
+    if recompute == "none":
+        elements, mask_bytes = 16 * sbh + 2 * as2b, 2 * sbh + as2b
+    elif recompute == "selective":
+        elements, mask_bytes = 16 * sbh, 2 * sbh
+    elif recompute == "full":
+        elements, mask_bytes = sbh, 0
+    else:
+        raise ValueError(f"unknown recompute {recompute!r}; known: {', '.join(RECOMPUTE_MODES)}")
+    return tensor_bytes(elements, activation_dtype) + mask_bytes
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes of training (or inference) state by part; total_bytes is their sum."""
+
+    weights_bytes: int  # the weights the forward pass reads
+    gradients_bytes: int  # one gradient per parameter
+    optimizer_bytes: int  # optimizer states (AdamW: m and v)
+    master_weights_bytes: int  # fp32 master copy in mixed precision, else 0
+    activations_bytes: int  # saved for backward, all layers (Korthikanti et al. 2022)
+
+    @property
+    def total_bytes(self) -> int:
+        """The sum of the parts."""
+        return sum(self.parts().values())
+
+    def parts(self) -> dict[str, int]:
+        """The parts by name, without the total."""
+        return {
+            "weights_bytes": self.weights_bytes,
+            "gradients_bytes": self.gradients_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "master_weights_bytes": self.master_weights_bytes,
+            "activations_bytes": self.activations_bytes,
+        }
+
+    def as_dict(self) -> dict[str, int]:
+        """The parts and total_bytes, in that order."""
+        return {**self.parts(), "total_bytes": self.total_bytes}
+
+
+def model_states(n_params: int, recipe: Recipe | str) -> MemoryBreakdown:
+    """Bytes of weights, gradients, optimizer states and master weights for n_params parameters."""
+    # ZeRO (Rajbhandari et al. 2020) calls these the model states; activations_bytes is 0 here.
+    if isinstance(recipe, str):
+        recipe = recipe_from_name(recipe)
+    return MemoryBreakdown(
+        weights_bytes=tensor_bytes(n_params, recipe.weight_dtype),
+        gradients_bytes=0 if recipe.grad_dtype is None else tensor_bytes(n_params, recipe.grad_dtype),
+        optimizer_bytes=sum(tensor_bytes(n_params, dtype) for dtype in recipe.optimizer_state_dtypes),
+        master_weights_bytes=0 if recipe.master_dtype is None else tensor_bytes(n_params, recipe.master_dtype),
+        activations_bytes=0,
+    )
+
+
+def training_memory(
+    cfg: ModelConfig,
+    recipe: Recipe | str,
+    batch: int,
+    seq_len: int,
+    recompute: Recompute = "none",
+) -> MemoryBreakdown:
+    """Bytes of model states and saved activations for one training step of `cfg` under `recipe`."""
+    # Counted: weights, gradients, optimizer states, master weights (per parameter, n_params(cfg) with
+    # tied weights once) and the activations saved by the n_layer transformer blocks for backward.
+    # Not counted: embedding output, final norm, logits and loss (Korthikanti's sec. 4.3 adds these),
+    # temporary buffers, allocator fragmentation, the CUDA context.
+    if isinstance(recipe, str):
+        recipe = recipe_from_name(recipe)
+    _check_positive(batch=batch, seq_len=seq_len)
+    if recipe.activation_dtype is None:  # inference: nothing is saved for a backward pass
+        activations = 0
+    else:
+        per_layer = activation_bytes_per_layer(
+            seq_len, batch, cfg.d_model, cfg.n_head,
+            activation_dtype=recipe.activation_dtype, recompute=recompute,
+        )
+        activations = cfg.n_layer * per_layer
+    return dataclasses.replace(model_states(n_params(cfg), recipe), activations_bytes=activations)
+
+
+def kv_cache_bytes(cfg: ModelConfig, batch: int, seq_len: int, dtype: str | torch.dtype) -> int:
+    """Bytes of the KV cache: 2 (K and V) · n_layer · n_kv_head · head_dim · seq_len · batch elements."""
+    # Grouped-query attention caches n_kv_head heads, not n_head: n_kv_head/n_head of MHA's cache.
+    _check_positive(batch=batch, seq_len=seq_len)
+    elements = 2 * cfg.n_layer * cfg.n_kv_head * cfg.head_dim * seq_len * batch
+    return tensor_bytes(elements, dtype)
+
+
+def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str | torch.dtype) -> int:
+    """Bytes of KV cache that one more token of one sequence adds."""
+    return kv_cache_bytes(cfg, 1, 1, dtype)
+
+
+@dataclass(frozen=True)
+class MemoryTier:
+    """One level of the memory hierarchy (内存层次) with its size, speed and source."""
+
+    name: str
+    # capacity in words, e.g. "256 KB per SM"; the tiers' units differ too much for one number
+    capacity: str
+    # load-to-use latency in GPU core clock cycles, where measured in cycles; else None
+    latency_cycles: int | None
+    # peak bandwidth in bytes per second (one direction unless the note says otherwise); None if
+    # no single figure applies
+    bandwidth_bytes_per_s: float | None
+    # where the numbers come from (datasheet, specification or paper)
+    source: str
+    # what exactly the numbers are: which GPU, which direction, how derived
+    note: str
+
+
+# Fastest and smallest first. GPU figures are for the H100 SXM unless the note names another GPU;
+# latencies are the Volta V100 pointer-chase measurements of Jia et al. 2018 (Hopper's are of the same
+# order; NVIDIA publishes none).
+MEMORY_HIERARCHY: tuple[MemoryTier, ...] = (
+    MemoryTier(
+        name="registers",
+        capacity="256 KB per SM (65,536 32-bit registers)",
+        latency_cycles=None,
+        bandwidth_bytes_per_s=None,
+        source="https://docs.nvidia.com/cuda/cuda-c-programming-guide/#features-and-technical-specifications",
+        note="operands are read inside the pipeline: no load latency and no separate bandwidth figure",
+    ),
+    MemoryTier(
+        name="shared memory (SMEM)",
+        capacity="up to 228 KB per SM (of a 256 KB L1/SMEM array)",
+        latency_cycles=19,
+        bandwidth_bytes_per_s=132 * 128 * 1.98e9,  # 132 SMs × 32 banks × 4 B per clock × 1.98 GHz
+        source="https://arxiv.org/abs/1804.06826",
+        note="latency: V100, Jia et al. 2018; capacity and 32 four-byte banks per SM: CUDA programming "
+        "guide and Hopper tuning guide; bandwidth derived: 128 B/clock/SM × 132 SMs × 1.98 GHz boost",
+    ),
+    MemoryTier(
+        name="L1 data cache",
+        capacity="256 KB per SM, shared with SMEM",
+        latency_cycles=28,
+        bandwidth_bytes_per_s=None,
+        source="https://arxiv.org/abs/1804.06826",
+        note="latency: V100 L1 hit, Jia et al. 2018 (Pascal P100: 82 cycles); same SRAM as SMEM",
+    ),
+    MemoryTier(
+        name="L2 cache",
+        capacity="50 MB per GPU",
+        latency_cycles=193,
+        bandwidth_bytes_per_s=None,
+        source="https://arxiv.org/abs/1804.06826",
+        note="latency: V100 L2 hit, Jia et al. 2018; 50 MB: H100 SXM5, NVIDIA H100 architecture "
+        "whitepaper (https://resources.nvidia.com/en-us-tensor-core); NVIDIA gives no L2 bandwidth",
+    ),
+    MemoryTier(
+        name="HBM (GPU memory)",
+        capacity="80 GB HBM3",
+        latency_cycles=None,
+        bandwidth_bytes_per_s=3.35e12,
+        source="https://www.nvidia.com/en-us/data-center/h100/",
+        note="H100 SXM datasheet: 3.35 TB/s; latency is several hundred cycles and depends on TLB hits, "
+        "so no single figure is given",
+    ),
+    MemoryTier(
+        name="NVLink 4 (GPU to GPU)",
+        capacity="-",
+        latency_cycles=None,
+        bandwidth_bytes_per_s=450e9,
+        source="https://www.nvidia.com/en-us/data-center/h100/",
+        note="H100 SXM datasheet: 900 GB/s total over 18 links, i.e. 450 GB/s per direction",
+    ),
+    MemoryTier(
+        name="PCIe 5.0 x16 (host to GPU)",
+        capacity="-",
+        latency_cycles=None,
+        bandwidth_bytes_per_s=64e9,
+        source="https://www.nvidia.com/en-us/data-center/h100/",
+        note="H100 datasheet: PCIe Gen5 128 GB/s, both directions together; 32 GT/s × 16 lanes / 8 = "
+        "64 GB/s per direction before 128b/130b encoding (PCI-SIG PCIe 5.0 specification)",
+    ),
+    MemoryTier(
+        name="host DRAM (DDR5-4800, one channel)",
+        capacity="hundreds of GB to a few TB per server",
+        latency_cycles=None,
+        bandwidth_bytes_per_s=38.4e9,
+        source="https://www.jedec.org/standards-documents/docs/jesd79-5c",
+        note="JEDEC DDR5: 4800 MT/s × 8 bytes per transfer = 38.4 GB/s per channel; a server socket "
+        "has 8-12 channels. Host memory reaches the GPU only through PCIe or NVLink-C2C",
+    ),
+    MemoryTier(
+        name="NVMe SSD (PCIe 4.0 x4)",
+        capacity="TBs",
+        latency_cycles=None,
+        bandwidth_bytes_per_s=8e9,
+        source="https://pcisig.com/specifications",
+        note="link limit: 16 GT/s × 4 lanes / 8 = 8 GB/s per direction before 128b/130b encoding; "
+        "drives reach about 7 GB/s sequential reads",
+    ),
+)

@@ -1,0 +1,60 @@
+"""Matplotlib figures drawn by the notebooks: each function takes numbers and returns a Figure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+
+def _check_series(xs: Sequence[float], ys: Sequence[float], x_name: str, y_name: str) -> None:
+    if len(xs) == 0 or len(xs) != len(ys):
+        raise ValueError(f"{x_name} and {y_name} must be non-empty and of equal length, got {len(xs)} and {len(ys)}")
+    if any(not math.isfinite(v) or v <= 0 for v in (*xs, *ys)):
+        raise ValueError(f"{x_name} and {y_name} must be positive and finite (they are drawn on log axes)")
+
+
+def throughput_figure(
+    sizes: Sequence[int],
+    achieved_flop_per_s: Sequence[float],
+    *,
+    reference_flop_per_s: float,
+    reference_label: str,
+    prediction_flop_per_s: float | None = None,
+    title: str = "Achieved FLOP/s of an n × n × n matmul",
+) -> Figure:
+    """Achieved FLOP/s against matmul size (log-log), with a reference line (peak) and a prediction."""
+    _check_series(sizes, achieved_flop_per_s, "sizes", "achieved_flop_per_s")
+    if not math.isfinite(reference_flop_per_s) or reference_flop_per_s <= 0:
+        raise ValueError("reference_flop_per_s must be positive and finite")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.plot(sizes, achieved_flop_per_s, "o-", label="measured torch.mm")
+    ax.axhline(reference_flop_per_s, color="black", linestyle="--", label=reference_label)
+    if prediction_flop_per_s is not None:
+        ax.axhline(prediction_flop_per_s, color="tab:red", linestyle=":", label="your prediction")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("n (matrix side; FLOPs = 2·n³)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")  # large n sit near the top: lower right is free
+    fig.tight_layout()
+    return fig
+
+
+def relative_gap_figure(ks: Sequence[int], relative_gap: Sequence[float]) -> Figure:
+    """Relative difference between 2·m·k·n and the exact m·n·(2k − 1) against the inner size k (log-log)."""
+    _check_series(ks, relative_gap, "ks", "relative_gap")
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.plot(ks, relative_gap, "o-")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("inner size k")
+    ax.set_ylabel("(2mkn − mn(2k−1)) / 2mkn")
+    ax.set_title("When does the −1 matter?")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig

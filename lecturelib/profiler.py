@@ -1,0 +1,242 @@
+"""Profiling: a timer on torch.utils.benchmark, labelled memory snapshots, and the peak memory of a call."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import psutil
+import torch
+import torch.utils.benchmark
+
+
+def _accelerator() -> torch.device | None:
+    """The accelerator torch would use (cuda, mps, ...), or None on a CPU-only machine."""
+    return torch.accelerator.current_accelerator(check_available=True)
+
+
+def _synchronize() -> None:
+    """Wait for queued accelerator work; kernels launch asynchronously (a CPU-GPU sync point)."""
+    if _accelerator() is not None:
+        torch.accelerator.synchronize()
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The result of benchmark(): median and spread of one call's time."""
+
+    median_s: float  # median seconds per call
+    iqr_s: float  # interquartile range of the per-call times, seconds
+    n_runs: int  # timed blocks; each block ran the callable number_per_run times
+    number_per_run: int  # calls per block (one block's time / number_per_run is one sample)
+    device: str  # what was synchronized around each block: "cuda", "mps", ... or "cpu"
+
+
+def benchmark(
+    fn: Callable[[], object],
+    *,
+    min_run_time_s: float = 0.2,
+    warmup: int = 3,
+    num_threads: int | None = None,
+) -> Timing:
+    """Time a no-argument callable: warm up, then torch.utils.benchmark's blocked_autorange."""
+    if min_run_time_s <= 0:
+        raise ValueError(f"min_run_time_s must be positive, got {min_run_time_s}")
+    for _ in range(warmup):  # first calls pay for allocation, cuBLAS handles, kernel selection
+        fn()
+    _synchronize()
+    # Timer's default timer synchronizes the accelerator (torch.accelerator.synchronize) before reading
+    # the clock, so each block's time includes its kernels, not just their launches. Timer runs with
+    # 1 thread unless told otherwise; default to torch's own thread count, as the user's code runs.
+    timer = torch.utils.benchmark.Timer(
+        stmt="fn()",
+        globals={"fn": fn},
+        num_threads=torch.get_num_threads() if num_threads is None else num_threads,
+    )
+    measurement = timer.blocked_autorange(min_run_time=min_run_time_s)
+    accelerator = _accelerator()
+    return Timing(
+        median_s=measurement.median,
+        iqr_s=measurement.iqr,
+        n_runs=len(measurement.times),
+        number_per_run=measurement.number_per_run,
+        device="cpu" if accelerator is None else accelerator.type,
+    )
+
+
+def format_timing(timing: Timing, label: str = "") -> str:
+    """One line for a Timing: median, IQR and runs."""
+    prefix = f"{label}: " if label else ""
+    return (
+        f"{prefix}{timing.median_s * 1e3:.3f} ms median, IQR {timing.iqr_s * 1e3:.3f} ms "
+        f"({timing.n_runs} runs × {timing.number_per_run} calls, {timing.device})"
+    )
+
+
+@dataclass(frozen=True)
+class MemorySnapshot:
+    """Process and CUDA memory at one labelled moment."""
+
+    label: str
+    cpu_rss_bytes: int  # resident set size of this process (psutil): pages in RAM, all threads
+    gpu_allocated_bytes: int | None  # torch.cuda.memory_allocated(): bytes in live tensors; None w/o CUDA
+    gpu_reserved_bytes: int | None  # torch.cuda.memory_reserved(): held by the caching allocator
+    gpu_max_allocated_bytes: int | None  # torch.cuda.max_memory_allocated(): peak since the last reset
+
+
+def memory_snapshot(label: str) -> MemorySnapshot:
+    """CPU RSS and, with CUDA, the caching allocator's counters now."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()  # let queued frees and allocations land first
+    return MemorySnapshot(
+        label=label,
+        cpu_rss_bytes=psutil.Process().memory_info().rss,
+        gpu_allocated_bytes=torch.cuda.memory_allocated() if cuda else None,
+        gpu_reserved_bytes=torch.cuda.memory_reserved() if cuda else None,
+        gpu_max_allocated_bytes=torch.cuda.max_memory_allocated() if cuda else None,
+    )
+
+
+class MemoryProfiler:
+    """Collects labelled memory snapshots in order."""
+
+    def __init__(self) -> None:
+        self._snapshots: list[MemorySnapshot] = []
+
+    def snapshot(self, label: str) -> MemorySnapshot:
+        """Record and return a snapshot called `label`."""
+        snap = memory_snapshot(label)
+        self._snapshots.append(snap)
+        return snap
+
+    @property
+    def snapshots(self) -> tuple[MemorySnapshot, ...]:
+        """The snapshots so far, oldest first."""
+        return tuple(self._snapshots)
+
+
+def _mib(n_bytes: int | None) -> str:
+    """Bytes as MiB text, "-" for None."""
+    return "-" if n_bytes is None else f"{n_bytes / 2**20:,.1f}"
+
+
+def format_snapshots(snapshots: Sequence[MemorySnapshot]) -> str:
+    """A table of snapshots in MiB, with the CPU RSS change since the first."""
+    header = f"{'label':<24} {'cpu rss':>10} {'Δ rss':>10} {'gpu alloc':>10} {'gpu resv':>10} {'gpu peak':>10}"
+    lines = [header + "  (MiB)"]
+    base = snapshots[0].cpu_rss_bytes if snapshots else 0
+    for snap in snapshots:
+        lines.append(
+            f"{snap.label:<24} {_mib(snap.cpu_rss_bytes):>10} {_mib(snap.cpu_rss_bytes - base):>10} "
+            f"{_mib(snap.gpu_allocated_bytes):>10} {_mib(snap.gpu_reserved_bytes):>10} "
+            f"{_mib(snap.gpu_max_allocated_bytes):>10}"
+        )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """The peak memory a call added, on the device where it was measured, and how."""
+
+    peak_bytes: int  # peak during the call minus the level just before it
+    device: str  # "cuda" or "cpu"
+    method: str  # what was measured, in words
+
+
+# On CPU, torch 2.13 has no allocator statistics (torch.cpu has no memory_allocated;
+# torch.accelerator's memory functions cover accelerators only), tracemalloc sees only Python's own
+# allocations, not torch's, and torch.profiler(profile_memory=True) costs seconds and writes to
+# stderr. So the CPU peak is the process's resident set: on Linux the kernel's exact high-water mark
+# (VmHWM, reset by writing "5" to /proc/self/clear_refs, Linux >= 4.0); elsewhere psutil RSS sampled
+# by a thread, which can miss peaks shorter than the interval. RSS counts pages actually touched:
+# torch.empty() that is never written costs nothing, and memory kept by malloc for reuse after a free
+# does not show up again. Allocations above glibc's mmap threshold (at most 32 MiB) are returned to
+# the OS on free, so large tensors are measured reliably.
+_CLEAR_REFS = "/proc/self/clear_refs"
+_STATUS = "/proc/self/status"
+_SAMPLE_INTERVAL_S = 0.001
+
+
+def _status_kib(field: str) -> int:
+    """A "VmRSS:  123 kB"-style field of /proc/self/status, in KiB."""
+    with open(_STATUS, encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in {_STATUS}")
+
+
+def _reset_rss_high_water_mark() -> bool:
+    """Reset the kernel's peak-RSS counter for this process; False where that is not possible."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with open(_CLEAR_REFS, "w", encoding="ascii") as clear_refs:
+            clear_refs.write("5")
+        _status_kib("VmHWM")
+    except OSError:
+        return False
+    return True
+
+
+def _cpu_peak_bytes(fn: Callable[[], object]) -> tuple[int, str]:
+    """Peak RSS added by fn(), and how it was measured."""
+    if _reset_rss_high_water_mark():
+        before_kib = _status_kib("VmRSS")  # equals VmHWM right after the reset
+        fn()
+        peak_kib = _status_kib("VmHWM")
+        return (peak_kib - before_kib) * 1024, "cpu: Linux peak RSS (VmHWM after clear_refs), whole process"
+    process = psutil.Process()
+    before = process.memory_info().rss
+    peak = before
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, process.memory_info().rss)
+            done.wait(_SAMPLE_INTERVAL_S)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        sampler.join()
+    peak = max(peak, process.memory_info().rss)
+    return peak - before, f"cpu: psutil RSS sampled every {_SAMPLE_INTERVAL_S * 1e3:g} ms, whole process"
+
+
+def _cuda_peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes in CUDA tensors added by fn() (torch.cuda.max_memory_allocated)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()  # frees and allocations of queued work have landed
+    return torch.cuda.max_memory_allocated() - before
+
+
+def peak_memory(fn: Callable[[], object], device: str | None = None) -> PeakMemory:
+    """Peak memory added while running fn(), on CUDA if it allocated there, else CPU RSS."""
+    # device=None: with CUDA, measure both and report CUDA if fn allocated any CUDA tensor; without
+    # CUDA (CPU and MPS machines), report CPU RSS (MPS shares the host's unified memory).
+    if device is not None and device not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda', 'cpu' or None, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but CUDA is not available")
+    if device == "cpu" or not torch.cuda.is_available():
+        cpu_bytes, method = _cpu_peak_bytes(fn)
+        return PeakMemory(peak_bytes=cpu_bytes, device="cpu", method=method)
+    cuda_method = "cuda: torch.cuda.max_memory_allocated (tensor bytes, 512-byte blocks; no CUDA context)"
+    if device == "cuda":
+        return PeakMemory(peak_bytes=_cuda_peak_bytes(fn), device="cuda", method=cuda_method)
+    cuda_peaks: list[int] = []  # filled by the call below: fn runs once, measured on both devices
+    cpu_bytes, method = _cpu_peak_bytes(lambda: cuda_peaks.append(_cuda_peak_bytes(fn)))
+    if cuda_peaks[0] > 0:
+        return PeakMemory(peak_bytes=cuda_peaks[0], device="cuda", method=cuda_method)
+    return PeakMemory(peak_bytes=cpu_bytes, device="cpu", method=method)

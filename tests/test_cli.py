@@ -1,0 +1,206 @@
+"""Tests of the CLI (lecturelib/__main__.py): values in-process, exit codes and stderr in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lecturelib.__main__ import main
+from lecturelib.configs import MODELS, from_name
+from lecturelib.flops import (
+    forward_breakdown,
+    forward_flops,
+    forward_flops_per_token,
+    kaplan_forward_flops_per_token,
+    train_flops_per_token,
+)
+from lecturelib.memory import RECIPES, kv_cache_bytes, kv_cache_bytes_per_token, training_memory
+from lecturelib.params import n_params, non_embedding_params, param_breakdown
+
+REPO = Path(__file__).resolve().parents[1]
+MEMORY_ARGS = ["memory", "--model", "gpt2-small", "--seq-len", "8"]
+KV_ARGS = ["kv-cache", "--batch", "1", "--seq-len", "8"]
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    """main(argv + --json) in-process: exit 0, nothing on stderr, one JSON object on stdout."""
+    assert main([*argv, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    result = json.loads(out)
+    assert isinstance(result, dict)
+    return result
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`python -m lecturelib argv` in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "lecturelib", *argv], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_cli_params_equals_library(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    cfg = from_name(name)
+    result = run_json(capsys, "params", "--model", name)
+    assert result == {
+        "model": name,
+        "params": n_params(cfg),
+        "non_embedding_params": non_embedding_params(cfg),
+        "breakdown": param_breakdown(cfg),
+    }
+
+
+def test_cli_params_gpt2_small_published(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "params", "--model", "gpt2-small")
+    assert result["params"] == 124_439_808  # sum(p.numel()) of HF "gpt2", tied head counted once
+    assert result["non_embedding_params"] == 85_056_000  # minus 50257·768 tokens and 1024·768 positions
+
+
+@pytest.mark.parametrize(
+    ("name", "batch", "seq_len"), [("gpt2-small", 1, 1024), ("gpt2-xl", 2, 512), ("llama2-7b", 3, 4096)]
+)
+def test_cli_flops_equals_library(
+    capsys: pytest.CaptureFixture[str], name: str, batch: int, seq_len: int
+) -> None:
+    cfg = from_name(name)
+    result = run_json(capsys, "flops", "--model", name, "--seq-len", str(seq_len), "--batch", str(batch))
+    assert result == {
+        "model": name,
+        "batch": batch,
+        "seq_len": seq_len,
+        "forward_flops": forward_flops(cfg, batch, seq_len),
+        "forward_flops_per_token": forward_flops_per_token(cfg, seq_len),
+        "kaplan_forward_flops_per_token": kaplan_forward_flops_per_token(cfg, seq_len),
+        "train_flops_per_token": train_flops_per_token(cfg, seq_len),
+        "breakdown": forward_breakdown(cfg, batch, seq_len),
+    }
+
+
+def test_cli_flops_gpt2_small_published(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "flops", "--model", "gpt2-small", "--seq-len", "1024")
+    assert result["forward_flops"] == 291_648_307_200  # FlopCounterMode on GPT-2 small, 1 × 1024 tokens
+    assert result["forward_flops_per_token"] * 1024 == result["forward_flops"]  # batch 1 (the default)
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_cli_memory_equals_library(capsys: pytest.CaptureFixture[str], recipe: str, recompute: str) -> None:
+    cfg = from_name("llama2-7b")
+    argv = ["memory", "--model", "llama2-7b", "--recipe", recipe, "--batch", "2", "--seq-len", "4096"]
+    result = run_json(capsys, *argv, "--recompute", recompute)
+    expected = training_memory(cfg, recipe, 2, 4096, recompute)  # type: ignore[arg-type]
+    assert result == {
+        "model": "llama2-7b",
+        "recipe": recipe,
+        "batch": 2,
+        "seq_len": 4096,
+        "recompute": recompute,
+        **expected.as_dict(),
+    }
+    assert result["total_bytes"] == sum(expected.parts().values())
+
+
+def test_cli_kv_cache_llama2_7b_published(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["kv-cache", "--model", "llama2-7b", "--batch", "1", "--seq-len", "4096", "--dtype", "fp16"]
+    result = run_json(capsys, *argv)
+    assert result == {
+        "model": "llama2-7b",
+        "batch": 1,
+        "seq_len": 4096,
+        "dtype": "fp16",
+        "bytes": 2_147_483_648,  # 2 · 32 layers · 32 heads · 128 · 4096 tokens · 2 bytes
+        "bytes_per_token": 524_288,  # 2 · 32 · 32 · 128 · 2
+    }
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_cli_kv_cache_equals_library(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    cfg = from_name(name)
+    result = run_json(capsys, "kv-cache", "--model", name, "--batch", "4", "--seq-len", "256", "--dtype", "int4")
+    assert result["bytes"] == kv_cache_bytes(cfg, 4, 256, "int4")
+    assert result["bytes_per_token"] == kv_cache_bytes_per_token(cfg, "int4")
+
+
+def test_cli_config_file_equals_named_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cfg = from_name("gpt2-medium")
+    fields = {k: v for k, v in vars(cfg).items() if k != "name"}
+    path = tmp_path / "my-gpt.json"
+    path.write_text(json.dumps(fields), encoding="utf-8")
+    from_file = run_json(capsys, "params", "--config", str(path))
+    named = run_json(capsys, "params", "--model", "gpt2-medium")
+    assert from_file == {**named, "model": "my-gpt"}  # from_json names the model after the file
+
+
+def test_cli_table_without_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "--model", "gpt2-small", "--recipe", "fp32-adamw", "--batch", "1", "--seq-len", "64"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    rows = dict(line.split(maxsplit=1) for line in out.splitlines())
+    assert rows["weights_bytes"].startswith("497,759,232 ")  # 4 · 124,439,808
+    assert set(rows) >= {"model", "recipe", "total_bytes", "activations_bytes"}
+
+
+def test_cli_table_flattens_breakdown(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["flops", "--model", "gpt2-small", "--seq-len", "8"]) == 0
+    out = capsys.readouterr().out
+    assert any(line.startswith("breakdown/attention/q_proj ") for line in out.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["params", "--model", "gpt5"], "unknown model 'gpt5'"),
+        (["flops", "--model", "gpt2-small", "--seq-len", "0"], "expected a positive integer, got 0"),
+        (["flops", "--model", "gpt2-small", "--seq-len", "-3"], "expected a positive integer"),
+        (["flops", "--model", "gpt2-small", "--seq-len", "2048"], "exceeds gpt2-small's 1024"),
+        ([*MEMORY_ARGS, "--recipe", "fp64-sgd", "--batch", "1"], "invalid choice: 'fp64-sgd'"),
+        ([*MEMORY_ARGS, "--recipe", "fp32-adamw", "--batch", "0"], "--batch"),
+        ([*KV_ARGS, "--model", "llama2-7b", "--dtype", "fp12"], "invalid choice: 'fp12'"),
+        ([*KV_ARGS, "--config", "/nonexistent/model.json", "--dtype", "fp16"], "cannot read config"),
+        (["params"], "--model --config is required"),
+        ([], "required"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("lecturelib: error: ")
+    assert message in err
+
+
+def test_cli_bad_config_json_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"arch": "gpt2", "n_layer": 0}', encoding="utf-8")
+    assert main(["params", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.json" in err
+
+
+def test_cli_subprocess_json_is_one_object() -> None:
+    proc = run_cli("kv-cache", "--model", "llama2-70b", "--batch", "1", "--seq-len", "4096", "--dtype", "bf16",
+                   "--json")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout)["bytes"] == 1_342_177_280  # 2 · 80 · 8 KV heads · 128 · 4096 · 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["params", "--model", "nope"],
+        [*KV_ARGS, "--config", "/nonexistent.json", "--dtype", "fp16"],
+    ],
+)
+def test_cli_subprocess_bad_input_no_traceback(argv: list[str]) -> None:
+    proc = run_cli(*argv)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("lecturelib: error: ")
+    assert "Traceback" not in proc.stderr

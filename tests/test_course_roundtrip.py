@@ -1,0 +1,236 @@
+"""The autograding round trip through real nbgrader, for every notebook in source/.
+
+Each assignment is built into a scratch course, a class of submissions is made from its master
+(honest, wrong, cheating, crashing, broken), `python -m lecturelib.course autograde` grades them
+with two workers, and every score must be what the submission deserves.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.notebooknode import NotebookNode
+
+from lecturelib.course.audit import audit
+from lecturelib.course.autograde import Outcome, autograde
+from lecturelib.course.build import build
+from lecturelib.course.feedback import _plain, feedback, hidden_lines
+from lecturelib.course.layout import SOLUTION_MARKS, Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = Course(ROOT).assignments()
+CELL_TIMEOUT_S = 30  # per cell while these tests grade; the endless loop costs this much once
+
+# Appended to one answer cell: every function it defines now answers a little wrong.
+WRONG = '''
+def _off_by_a_little(f):
+    def perturb(r):
+        if isinstance(r, bool):
+            return not r
+        if isinstance(r, (int, float)):
+            return r + 1
+        if isinstance(r, (tuple, list)):
+            return type(r)(perturb(x) for x in r)
+        if hasattr(r, "add"):
+            return r.add(1)
+        return r
+    return lambda *a, **k: perturb(f(*a, **k))
+for _name in {names!r}:
+    globals()[_name] = _off_by_a_little(globals()[_name])
+'''
+
+# Replaces every answer cell: answers that claim to equal anything, and every patch we could think of.
+CHEAT = '''
+import builtins, json, math, operator, sys, types
+import lecturelib.grading as _g
+class _Anything(int):
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    __hash__ = int.__hash__
+for _name in {names!r}:
+    globals()[_name] = lambda *a, **k: _Anything(1)
+for _fn in ("expect_count", "expect_real", "expect_bool", "expect_counts"):
+    setattr(_g, _fn, lambda *a, **k: None)
+_g.matches = lambda *a, **k: True
+_g._report = lambda cell, i, kind, thunk: print(_g.RECORD_MARK + json.dumps({{"cell": cell, "i": i, "value": 1}}))
+operator.index = lambda x: 1
+math.isclose = lambda *a, **k: True
+builtins.abs = lambda x: 0
+_fake = types.ModuleType("lecturelib.grading")
+_fake.__dict__.update({{k: (lambda *a, **k: None) for k in dir(_g) if not k.startswith("__")}})
+sys.modules["lecturelib.grading"] = _fake
+get_ipython().showtraceback = lambda *a, **k: None
+'''
+
+
+def defined_names(source: str) -> list[str]:
+    """Functions an answer cell defines."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+
+
+@dataclass
+class Plan:
+    """What each submission of one assignment must score, from its master."""
+
+    assignment: str
+    points: dict[str, float] = field(default_factory=dict)  # test cell -> points
+    tests_of: dict[str, list[str]] = field(default_factory=dict)  # answer cell -> the test cells after it
+    expected: dict[str, float] = field(default_factory=dict)  # student -> autograded score
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+    @property
+    def full(self) -> float:
+        return sum(self.points.values())
+
+
+def plan_for(master: NotebookNode, assignment: str) -> Plan:
+    plan, current = Plan(assignment), None
+    for cell in master.cells:
+        m = nbgrader_meta(cell)
+        if cell.cell_type == "code" and m.get("solution"):
+            current = m["grade_id"]
+            plan.tests_of[current] = []
+        elif is_test_cell(cell):
+            plan.points[m["grade_id"]] = float(m["points"])
+            if current is not None:
+                plan.tests_of[current].append(m["grade_id"])
+        else:
+            current = None if m.get("grade") or cell.cell_type == "code" else current
+    return plan
+
+
+def submit(course: Course, assignment: str, student: str, nbs: dict[str, NotebookNode | str]) -> None:
+    folder = course.submitted / student / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, nb in nbs.items():
+        text = nb if isinstance(nb, str) else nbformat.writes(nb)
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def edited(nb: NotebookNode, edits: dict[str, str], drop_tests: bool = False) -> NotebookNode:
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        gid = nbgrader_meta(cell).get("grade_id")
+        if gid in edits:
+            cell.source = edits[gid]
+    if drop_tests:
+        out.cells = [c for c in out.cells if not is_test_cell(c)]
+    return out
+
+
+def make_class(course: Course, assignment: str) -> Plan:
+    """Write every kind of submission for one assignment into course/submitted; return the plan."""
+    masters = course.source_notebooks(assignment)
+    assert len(masters) == 1, "the round trip handles one notebook per assignment"
+    name = masters[0].name
+    master = read_notebook(masters[0])
+    release = read_notebook(course.release / assignment / name)
+    solved = fill_answers(release, master)
+    answers = {nbgrader_meta(c)["grade_id"]: c.source for c in solved.cells
+               if c.cell_type == "code" and nbgrader_meta(c).get("solution")}
+    plan = plan_for(master, assignment)
+    graded_answers = [a for a, tests in plan.tests_of.items() if tests]
+    all_names = [n for src in answers.values() for n in defined_names(src)]
+
+    submit(course, assignment, "solution", {name: solved})
+    plan.expected["solution"] = plan.full
+    submit(course, assignment, "untouched", {name: release})
+    plan.expected["untouched"] = 0.0
+    submit(course, assignment, "no-tests", {name: edited(solved, {}, drop_tests=True)})
+    plan.expected["no-tests"] = plan.full
+    for answer in graded_answers:
+        student = f"wrong-{answer}"
+        wrong = answers[answer] + WRONG.format(names=defined_names(answers[answer]))
+        submit(course, assignment, student, {name: edited(solved, {answer: wrong})})
+        plan.expected[student] = plan.full - sum(plan.points[t] for t in plan.tests_of[answer])
+    cheat = {a: CHEAT.format(names=all_names) for a in answers}
+    submit(course, assignment, "cheat", {name: edited(release, cheat)})
+    plan.expected["cheat"] = 0.0
+    first = graded_answers[0]
+    submit(course, assignment, "crash", {name: edited(solved, {first: "import os\nos._exit(1)"})})
+    loop = answers[first] + "\nwhile True:\n    pass\n"
+    submit(course, assignment, "endless-loop", {name: edited(solved, {first: loop})})
+    plan.expected["endless-loop"] = plan.full  # the loop is interrupted at the cell timeout, the rest runs
+    submit(course, assignment, "not-a-notebook", {name: '{"cells": [ this is not JSON'})
+    return plan
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Course, Plan]]:
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy2(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "source", root / "source")
+    course = Course(root)
+    assert build(course) == []
+    plans = {a: make_class(course, a) for a in ASSIGNMENTS}
+    outcomes = autograde(course, ASSIGNMENTS, workers=2, cell_timeout_s=CELL_TIMEOUT_S)
+    for o in outcomes:
+        plans[o.assignment].outcomes[o.student] = o
+    return {a: (course, plans[a]) for a in ASSIGNMENTS}
+
+
+pytestmark = pytest.mark.skipif(not ASSIGNMENTS, reason="no assignment in source/")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_roundtrip_every_gradable_submission_scores_what_it_deserves(graded, assignment: str) -> None:
+    _, plan = graded[assignment]
+    got = {s: plan.outcomes[s].score for s in plan.expected}
+    assert got == plan.expected
+    assert plan.full > 0
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_roundtrip_crash_and_broken_file_cost_only_their_student(graded, assignment: str) -> None:
+    _, plan = graded[assignment]
+    crash, broken = plan.outcomes["crash"], plan.outcomes["not-a-notebook"]
+    assert not crash.graded and "Kernel died" in crash.problems[0]
+    assert not broken.graded and "is not a valid notebook" in broken.problems[0]
+    assert f"submitted/not-a-notebook/{assignment}/" in broken.problems[0]
+    assert all(o.graded for s, o in plan.outcomes.items() if s not in ("crash", "not-a-notebook"))
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded, assignment: str) -> None:
+    course, plan = graded[assignment]
+    digest = lambda: {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in course.submitted.rglob("*") if p.is_file()}
+    before = digest()
+    students = ["solution", "untouched", "cheat", next(s for s in plan.outcomes if s.startswith("wrong-"))]
+    again = autograde(course, [assignment], workers=2, students=students, cell_timeout_s=CELL_TIMEOUT_S)
+    assert {o.student: o.score for o in again} == {s: plan.outcomes[s].score for s in students}
+    assert digest() == before
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_roundtrip_feedback_never_shows_hidden_tests(graded, assignment: str) -> None:
+    course, _ = graded[assignment]
+    assert feedback(course, [assignment]) == []
+    pages = list(course.feedback.glob(f"*/{assignment}/*.html"))
+    assert pages and hidden_lines(course, assignment)
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "BEGIN HIDDEN TESTS" not in text
+        assert not [line for line in hidden_lines(course, assignment) if line in _plain(text)]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_roundtrip_audit_flags_cheats_not_honest_work(graded, assignment: str) -> None:
+    course, _ = graded[assignment]
+    findings = audit(course, [assignment])
+    flagged = {f.student for f in findings}
+    assert {"cheat", "crash"} <= flagged
+    assert not flagged & {"solution", "untouched", "no-tests"}
+    whats = " ".join(f.what for f in findings if f.student == "cheat")
+    for expected in ("defines __eq__", "patches operator", "patches math", "patches IPython", "setattr()"):
+        assert expected in whats

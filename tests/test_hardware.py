@@ -1,0 +1,165 @@
+"""Tests of lecturelib.hardware: detection, the datasheet table, measured peaks and the roofline."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lecturelib.hardware import (
+    GPU_NAMES,
+    MEMORY_BANDWIDTH,
+    PEAKS,
+    detect_device,
+    gpu_key,
+    measure_copy_bytes_per_s,
+    measure_matmul_flop_per_s,
+    peak_bytes_per_s,
+    peak_flop_per_s,
+    roofline,
+)
+
+REQUIRED_GPUS = ("h100-sxm", "h100-pcie", "h200", "a100-sxm-80gb", "l4", "t4")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_detect_device_matches_torch() -> None:
+    if torch.cuda.is_available():
+        expected = "cuda"
+    elif torch.backends.mps.is_available():
+        expected = "mps"
+    else:
+        expected = "cpu"
+    assert detect_device() == expected
+
+
+@pytest.mark.parametrize("device_key", REQUIRED_GPUS)
+def test_peaks_cover_required_gpus(device_key: str) -> None:
+    assert (device_key, "fp32") in PEAKS
+    assert (device_key, "fp16") in PEAKS
+    if device_key != "t4":  # Turing's tensor cores have no bf16 or tf32 mode
+        assert (device_key, "bf16") in PEAKS
+        assert (device_key, "tf32") in PEAKS
+    assert device_key in MEMORY_BANDWIDTH
+
+
+def test_peaks_every_entry_has_a_source_url() -> None:
+    for key, peak in [*PEAKS.items(), *MEMORY_BANDWIDTH.items()]:
+        assert peak.source.startswith("https://"), key
+        assert peak.value > 0, key
+
+
+def test_peak_flop_per_s_is_dense_half_of_sparse_datasheet() -> None:
+    assert peak_flop_per_s("h100-sxm", "bf16") == 989.5e12  # datasheet 1,979 TF with sparsity / 2
+    assert peak_flop_per_s("a100-sxm-80gb", "bf16") == 312e12  # datasheet 312 TF dense (624 sparse)
+    assert peak_flop_per_s("h100-sxm", "fp32") == 67e12  # non-tensor fp32, no sparsity
+
+
+def test_peak_flop_per_s_tensor_cores_beat_fp32() -> None:
+    for (device_key, dtype), peak in PEAKS.items():
+        if dtype != "fp32":
+            assert peak.value > peak_flop_per_s(device_key, "fp32"), (device_key, dtype)
+
+
+def test_peak_bytes_per_s_h100_and_h200() -> None:
+    assert peak_bytes_per_s("h100-sxm") == 3.35e12  # HBM3, 3.35 TB/s
+    assert peak_bytes_per_s("h200") == 4.8e12  # HBM3e, 4.8 TB/s
+
+
+def test_peak_flop_per_s_unknown_raises() -> None:
+    with pytest.raises(ValueError, match="unknown device 'v100'"):
+        peak_flop_per_s("v100", "fp16")
+    with pytest.raises(ValueError, match="no 'bf16' peak for t4"):
+        peak_flop_per_s("t4", "bf16")
+    with pytest.raises(ValueError, match="unknown device"):
+        peak_bytes_per_s("v100")
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+        ("NVIDIA L4", "l4"),
+        ("Tesla T4", "t4"),
+        ("NVIDIA A100-SXM4-40GB", None),  # other memory: not in the table
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
+def test_gpu_key_maps_device_names(name: str, key: str | None) -> None:
+    assert gpu_key(name) == key
+
+
+def test_gpu_names_map_into_the_table() -> None:
+    assert set(GPU_NAMES.values()) == {key for key, _ in PEAKS} == set(MEMORY_BANDWIDTH)
+
+
+def test_roofline_h100_bf16_examples() -> None:
+    peak, bandwidth = peak_flop_per_s("h100-sxm", "bf16"), peak_bytes_per_s("h100-sxm")
+    # bf16 vector add of n elements: n FLOPs over 3 · 2n bytes (read a, read b, write c)
+    add = roofline(1000, 6000, peak_flop_per_s=peak, peak_bytes_per_s=bandwidth)
+    assert add.bound == "memory"
+    assert add.attainable_flop_per_s == pytest.approx(3.35e12 / 6)  # intensity 1/6 · 3.35 TB/s
+    # bf16 4096³ matmul: 2 · 4096³ FLOPs over 3 · 4096² · 2 bytes: intensity 4096/3 ≈ 1365 FLOP/byte
+    mm = roofline(2 * 4096**3, 3 * 4096**2 * 2, peak_flop_per_s=peak, peak_bytes_per_s=bandwidth)
+    assert mm.bound == "compute"
+    assert mm.attainable_flop_per_s == peak
+    assert mm.ridge_flop_per_byte == pytest.approx(295.37, rel=1e-4)  # 989.5e12 / 3.35e12
+
+
+@given(
+    flops=st.integers(1, 10**15),
+    n_bytes=st.integers(1, 10**12),
+    peak=st.floats(1e9, 1e16),
+    bandwidth=st.floats(1e8, 1e13),
+)
+def test_roofline_attainable_is_the_lower_roof(flops: int, n_bytes: int, peak: float, bandwidth: float) -> None:
+    result = roofline(flops, n_bytes, peak_flop_per_s=peak, peak_bytes_per_s=bandwidth)
+    memory_roof = flops / n_bytes * bandwidth
+    assert result.attainable_flop_per_s == min(peak, memory_roof)
+    assert result.bound == ("memory" if memory_roof < peak else "compute")
+
+
+def test_measure_matmul_flop_per_s_cpu_is_positive() -> None:
+    flop_per_s = measure_matmul_flop_per_s(128, "fp32", "cpu", min_run_time_s=0.05)
+    assert math.isfinite(flop_per_s) and flop_per_s > 0
+
+
+def test_measure_copy_bytes_per_s_cpu_is_positive() -> None:
+    bytes_per_s = measure_copy_bytes_per_s(2**20, "cpu", min_run_time_s=0.05)
+    assert math.isfinite(bytes_per_s) and bytes_per_s > 0
+
+
+def test_measure_matmul_flop_per_s_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="tf32 is a CUDA"):
+        measure_matmul_flop_per_s(64, "tf32", "cpu")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        measure_matmul_flop_per_s(64, "fp4", "cpu")
+    with pytest.raises(ValueError, match="n must be positive"):
+        measure_matmul_flop_per_s(0, "fp32", "cpu")
+    with pytest.raises(ValueError, match="n_bytes must be positive"):
+        measure_copy_bytes_per_s(0, "cpu")
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["bf16", "tf32"])
+def test_measure_matmul_flop_per_s_cuda_below_datasheet(dtype: str) -> None:
+    key = gpu_key(torch.cuda.get_device_name())
+    if key is None or (key, dtype) not in PEAKS:
+        pytest.skip(f"no {dtype} datasheet peak for {torch.cuda.get_device_name()}")
+    measured = measure_matmul_flop_per_s(4096, dtype, "cuda", min_run_time_s=0.2)
+    assert 0 < measured <= 1.05 * peak_flop_per_s(key, dtype)
+
+
+@needs_cuda
+def test_measure_copy_bytes_per_s_cuda_below_datasheet() -> None:
+    key = gpu_key(torch.cuda.get_device_name())
+    if key is None:
+        pytest.skip(f"no datasheet bandwidth for {torch.cuda.get_device_name()}")
+    measured = measure_copy_bytes_per_s(2**30, "cuda", min_run_time_s=0.2)  # 1 GiB: far above L2
+    assert 0 < measured <= 1.05 * peak_bytes_per_s(key)

@@ -1,0 +1,279 @@
+"""Tests of lecturelib.memory: dtype sizes, recipes, Korthikanti activations, KV cache, the hierarchy."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lecturelib.configs import MODELS, ModelConfig
+from lecturelib.memory import (
+    DTYPE_BITS,
+    MEMORY_HIERARCHY,
+    RECIPES,
+    RECOMPUTE_MODES,
+    activation_bytes_per_layer,
+    dtype_bits,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    model_states,
+    recipe_from_name,
+    tensor_bytes,
+    training_memory,
+)
+from lecturelib.params import n_params
+
+GPT2_SMALL = MODELS["gpt2-small"]
+LLAMA2_7B = MODELS["llama2-7b"]
+LLAMA2_70B = MODELS["llama2-70b"]
+
+sizes = st.integers(min_value=1, max_value=4096)
+models = st.sampled_from(list(MODELS.values()))
+recipes = st.sampled_from(list(RECIPES))
+recomputes = st.sampled_from(RECOMPUTE_MODES)
+
+
+# --- dtypes -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("name", "torch_dtype"),
+    [
+        ("fp64", torch.float64),
+        ("fp32", torch.float32),
+        ("float32", torch.float32),
+        ("bf16", torch.bfloat16),
+        ("fp16", torch.float16),
+        ("fp8", torch.float8_e4m3fn),
+        ("int8", torch.int8),
+    ],
+)
+def test_dtype_bits_match_torch_element_size(name: str, torch_dtype: torch.dtype) -> None:
+    # PyTorch is the oracle: element_size() is bytes per element of a real tensor
+    assert dtype_bits(name) == torch.empty(3, dtype=torch_dtype).element_size() * 8
+    assert dtype_bits(torch_dtype) == dtype_bits(name)
+
+
+def test_dtype_bits_tf32_is_stored_in_32_bits() -> None:
+    assert dtype_bits("tf32") == 32
+
+
+def test_tensor_bytes_int4_packs_two_per_byte() -> None:
+    assert tensor_bytes(8, "int4") == 4  # 8 · 4 bits = 32 bits = 4 bytes
+    assert tensor_bytes(7, "int4") == 4  # 7 · 4 = 28 bits, rounded up to 32 bits = 4 bytes
+    assert tensor_bytes(7_000_000_000, "int4") == 3_500_000_000  # a 7B model at 4 bits: 3.5 GB
+
+
+def test_tensor_bytes_matches_torch_nbytes() -> None:
+    x = torch.empty(5, 7, dtype=torch.bfloat16)
+    assert tensor_bytes(x.numel(), x.dtype) == x.nbytes  # 35 · 2 = 70
+
+
+def test_dtype_bits_unknown_raises() -> None:
+    with pytest.raises(ValueError, match="unknown dtype 'fp12'"):
+        dtype_bits("fp12")
+
+
+@given(n=st.integers(min_value=0, max_value=10**12), dtype=st.sampled_from(list(DTYPE_BITS)))
+def test_tensor_bytes_is_ceil_of_bits(n: int, dtype: str) -> None:
+    n_bytes = tensor_bytes(n, dtype)
+    assert 8 * n_bytes >= n * DTYPE_BITS[dtype] > 8 * (n_bytes - 1)
+
+
+# --- recipes and model states -----------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("recipe", "bytes_per_param"),
+    [
+        ("fp32-adamw", 16),  # weights 4 + grads 4 + m 4 + v 4
+        ("bf16-mixed-adamw", 16),  # weights 2 + grads 2 + master 4 + m 4 + v 4
+        ("fp16-mixed-adamw", 16),  # same as bf16
+        ("bf16-mixed-adamw8bit", 10),  # weights 2 + grads 2 + master 4 + m 1 + v 1
+        ("bf16-inference", 2),  # weights only
+    ],
+)
+def test_model_states_bytes_per_param(recipe: str, bytes_per_param: int) -> None:
+    assert model_states(1000, recipe).total_bytes == 1000 * bytes_per_param
+
+
+def test_model_states_zero_paper_7_5b() -> None:
+    # Rajbhandari et al. 2020, "ZeRO", sec. 3.1: mixed-precision Adam keeps 2Ψ + 2Ψ + KΨ bytes with
+    # K = 12 (fp32 params, momentum, variance); "a 7.5B parameter model ... requires 120 GB".
+    states = model_states(7_500_000_000, "fp16-mixed-adamw")
+    assert states.total_bytes == 120_000_000_000  # 7.5e9 · (2 + 2 + 4 + 4 + 4) = 120e9
+    assert states.optimizer_bytes + states.master_weights_bytes == 90_000_000_000  # K·Ψ = 12 · 7.5e9
+
+
+def test_model_states_8bit_optimizer_state_is_2_bytes_per_param() -> None:
+    # Dettmers et al. 2022: 8-bit Adam keeps m and v in 1 byte each instead of 4
+    assert model_states(1000, "bf16-mixed-adamw8bit").optimizer_bytes == 2000  # 1000 · 2 · 1
+
+
+def test_recipe_from_name_unknown_raises() -> None:
+    with pytest.raises(ValueError, match="known recipes: fp32-adamw"):
+        recipe_from_name("fp64-sgd")
+
+
+def test_recipe_unknown_dtype_raises() -> None:
+    with pytest.raises(ValueError, match="unknown dtype"):
+        dataclasses.replace(RECIPES["fp32-adamw"], weight_dtype="fp13")
+
+
+# --- activations (Korthikanti et al. 2022) ------------------------------------------------------
+
+def test_activation_bytes_per_layer_korthikanti_example() -> None:
+    # s = 1024, b = 8, h = 768, a = 12: sbh = 6,291,456 and as²b = 12 · 1024² · 8 = 100,663,296
+    # 34 · sbh + 5 · as²b = 213,909,504 + 503,316,480 = 717,225,984
+    assert activation_bytes_per_layer(1024, 8, 768, 12) == 717_225_984
+    assert activation_bytes_per_layer(1024, 8, 768, 12, recompute="selective") == 213_909_504  # 34 · sbh
+    assert activation_bytes_per_layer(1024, 8, 768, 12, recompute="full") == 12_582_912  # 2 · sbh
+
+
+def test_activation_bytes_per_layer_fp32_is_exact() -> None:
+    # 4-byte activations: 4 · (16sbh + 2as²b) + (2sbh + as²b) = 66sbh + 9as²b
+    # = 66 · 6,291,456 + 9 · 100,663,296 = 415,236,096 + 905,969,664 = 1,321,205,760
+    assert activation_bytes_per_layer(1024, 8, 768, 12, activation_dtype="fp32") == 1_321_205_760
+
+
+@given(s=sizes, b=st.integers(1, 64), heads=st.integers(1, 64), head_dim=st.integers(1, 256))
+def test_activation_bytes_per_layer_is_korthikanti_formula(s: int, b: int, heads: int, head_dim: int) -> None:
+    h = heads * head_dim
+    # sbh · (34 + 5as/h), written without division
+    assert activation_bytes_per_layer(s, b, h, heads) == 34 * s * b * h + 5 * heads * s * s * b
+    assert activation_bytes_per_layer(s, b, h, heads, recompute="selective") == 34 * s * b * h
+    assert activation_bytes_per_layer(s, b, h, heads, recompute="full") == 2 * s * b * h
+
+
+def test_activation_bytes_per_layer_unknown_recompute_raises() -> None:
+    with pytest.raises(ValueError, match="unknown recompute"):
+        activation_bytes_per_layer(8, 1, 64, 4, recompute="some")  # type: ignore[arg-type]
+
+
+# --- training memory ----------------------------------------------------------------------------
+
+def test_training_memory_gpt2_small_bf16_exact() -> None:
+    mem = training_memory(GPT2_SMALL, "bf16-mixed-adamw", batch=8, seq_len=1024)
+    n = 124_439_808  # GPT-2 small parameters (tied head counted once)
+    assert mem.weights_bytes == 248_879_616  # 2n
+    assert mem.gradients_bytes == 248_879_616  # 2n
+    assert mem.optimizer_bytes == 995_518_464  # 8n: fp32 m and v
+    assert mem.master_weights_bytes == 497_759_232  # 4n
+    assert mem.activations_bytes == 8_606_711_808  # 12 layers · 717,225,984 (see the example above)
+    assert mem.total_bytes == 16 * n + 8_606_711_808  # 1,991,036,928 + 8,606,711,808 = 10,597,748,736
+
+
+def test_training_memory_selective_recompute_gpt2_small() -> None:
+    mem = training_memory(GPT2_SMALL, "bf16-mixed-adamw", batch=8, seq_len=1024, recompute="selective")
+    assert mem.activations_bytes == 2_566_914_048  # 12 · 34 · 1024 · 8 · 768
+
+
+def test_training_memory_inference_stores_only_weights() -> None:
+    mem = training_memory(LLAMA2_7B, "bf16-inference", batch=4, seq_len=4096)
+    assert mem.as_dict() == {
+        "weights_bytes": 13_476_831_232,  # 2 · 6,738,415,616
+        "gradients_bytes": 0,
+        "optimizer_bytes": 0,
+        "master_weights_bytes": 0,
+        "activations_bytes": 0,
+        "total_bytes": 13_476_831_232,
+    }
+
+
+@settings(max_examples=50)
+@given(cfg=models, recipe=recipes, batch=st.integers(1, 64), seq_len=sizes, recompute=recomputes)
+def test_training_memory_total_is_sum_of_parts(
+    cfg: ModelConfig, recipe: str, batch: int, seq_len: int, recompute: str
+) -> None:
+    mem = training_memory(cfg, recipe, batch, seq_len, recompute)  # type: ignore[arg-type]
+    assert mem.total_bytes == sum(mem.parts().values())
+    assert mem.as_dict()["total_bytes"] == mem.total_bytes
+    assert mem.weights_bytes == tensor_bytes(n_params(cfg), RECIPES[recipe].weight_dtype)
+
+
+@settings(max_examples=50)
+@given(cfg=models, recipe=recipes, batch=st.integers(1, 64), k=st.integers(2, 8), seq_len=sizes, recompute=recomputes)
+def test_training_memory_activations_linear_in_batch(
+    cfg: ModelConfig, recipe: str, batch: int, k: int, seq_len: int, recompute: str
+) -> None:
+    one = training_memory(cfg, recipe, batch, seq_len, recompute)  # type: ignore[arg-type]
+    many = training_memory(cfg, recipe, k * batch, seq_len, recompute)  # type: ignore[arg-type]
+    assert many.activations_bytes == k * one.activations_bytes
+    assert many.weights_bytes == one.weights_bytes  # model states do not depend on the batch
+
+
+@settings(max_examples=50)
+@given(cfg=models, batch=st.integers(1, 16), seq_len=sizes)
+def test_training_memory_recompute_never_increases_activations(cfg: ModelConfig, batch: int, seq_len: int) -> None:
+    none, selective, full = (
+        training_memory(cfg, "bf16-mixed-adamw", batch, seq_len, mode).activations_bytes  # type: ignore[arg-type]
+        for mode in ("none", "selective", "full")
+    )
+    assert none > selective > full > 0
+
+
+@pytest.mark.parametrize(("batch", "seq_len"), [(0, 8), (-1, 8), (1, 0), (1, -5)])
+def test_training_memory_rejects_nonpositive_sizes(batch: int, seq_len: int) -> None:
+    with pytest.raises(ValueError, match="must be a positive int"):
+        training_memory(GPT2_SMALL, "fp32-adamw", batch, seq_len)
+
+
+# --- KV cache -----------------------------------------------------------------------------------
+
+def test_kv_cache_bytes_llama2_7b_published() -> None:
+    # NVIDIA, "Mastering LLM Techniques: Inference Optimization" (2023): Llama 2 7B, 16-bit, batch 1,
+    # 4096 tokens: 1 · 4096 · 2 · 32 · 4096 · 2 bytes ≈ 2 GB.
+    # 2 (K, V) · 32 layers · 32 heads · 128 head_dim · 4096 tokens · 2 bytes = 2,147,483,648 = 2 GiB
+    assert kv_cache_bytes(LLAMA2_7B, batch=1, seq_len=4096, dtype="fp16") == 2_147_483_648
+    assert kv_cache_bytes_per_token(LLAMA2_7B, "fp16") == 524_288  # 2 · 32 · 32 · 128 · 2 = 0.5 MiB
+
+
+def test_kv_cache_bytes_llama2_70b_gqa() -> None:
+    # 8 KV heads instead of 64: 2 · 80 · 8 · 128 · 4096 · 2 = 1,342,177,280 bytes (1.25 GiB)
+    assert kv_cache_bytes(LLAMA2_70B, batch=1, seq_len=4096, dtype="bf16") == 1_342_177_280
+
+
+def test_kv_cache_bytes_matches_torch_tensors() -> None:
+    # the cache as real tensors: per layer a K and a V of shape (B, n_kv_head, T, head_dim)
+    cfg, batch, seq_len = GPT2_SMALL, 2, 16
+    layer = [torch.empty(batch, cfg.n_kv_head, seq_len, cfg.head_dim, dtype=torch.float16) for _ in "kv"]
+    assert kv_cache_bytes(cfg, batch, seq_len, "fp16") == cfg.n_layer * sum(t.nbytes for t in layer)
+
+
+@given(cfg=models, batch=st.integers(1, 64), seq_len=sizes, dtype=st.sampled_from(list(DTYPE_BITS)))
+def test_kv_cache_gqa_is_mha_times_kv_head_ratio(cfg: ModelConfig, batch: int, seq_len: int, dtype: str) -> None:
+    mha = dataclasses.replace(cfg, n_kv_head=cfg.n_head)
+    gqa_bytes, mha_bytes = kv_cache_bytes(cfg, batch, seq_len, dtype), kv_cache_bytes(mha, batch, seq_len, dtype)
+    assert gqa_bytes * cfg.n_head == mha_bytes * cfg.n_kv_head  # GQA = MHA · n_kv_head / n_head
+
+
+@given(cfg=models, batch=st.integers(1, 64), seq_len=sizes)
+def test_kv_cache_bytes_is_per_token_times_tokens(cfg: ModelConfig, batch: int, seq_len: int) -> None:
+    assert kv_cache_bytes(cfg, batch, seq_len, "bf16") == kv_cache_bytes_per_token(cfg, "bf16") * batch * seq_len
+
+
+def test_kv_cache_bytes_rejects_zero_batch() -> None:
+    with pytest.raises(ValueError, match="batch must be a positive int"):
+        kv_cache_bytes(GPT2_SMALL, 0, 8, "fp16")
+
+
+# --- memory hierarchy ---------------------------------------------------------------------------
+
+def test_memory_hierarchy_every_tier_has_a_source() -> None:
+    assert len({tier.name for tier in MEMORY_HIERARCHY}) == len(MEMORY_HIERARCHY)
+    for tier in MEMORY_HIERARCHY:
+        assert tier.source.startswith("https://"), tier.name
+        assert tier.note, tier.name
+
+
+def test_memory_hierarchy_gets_slower_down_the_table() -> None:
+    bandwidths = [t.bandwidth_bytes_per_s for t in MEMORY_HIERARCHY if t.bandwidth_bytes_per_s is not None]
+    latencies = [t.latency_cycles for t in MEMORY_HIERARCHY if t.latency_cycles is not None]
+    assert bandwidths == sorted(bandwidths, reverse=True)
+    assert latencies == sorted(latencies)
+
+
+def test_memory_hierarchy_hbm_is_h100_datasheet() -> None:
+    hbm = next(t for t in MEMORY_HIERARCHY if t.name.startswith("HBM"))
+    assert hbm.bandwidth_bytes_per_s == 3.35e12  # H100 SXM datasheet: 3.35 TB/s

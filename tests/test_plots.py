@@ -1,0 +1,66 @@
+"""Tests of lecturelib.plots: each figure draws exactly the numbers it was given (Agg backend, no display)."""
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot is imported anywhere: no window, no display needed
+
+import matplotlib.pyplot as plt
+import pytest
+
+from lecturelib import plots
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_throughput_figure_draws_measurements_and_reference():
+    fig = plots.throughput_figure([64, 128, 256], [1e9, 4e9, 8e9], reference_flop_per_s=1e10, reference_label="peak")
+    (ax,) = fig.axes
+    measured, reference = ax.lines
+    assert list(measured.get_xdata()) == [64, 128, 256]
+    assert list(measured.get_ydata()) == [1e9, 4e9, 8e9]
+    assert list(reference.get_ydata()) == [1e10, 1e10]  # a horizontal line at the reference
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["measured torch.mm", "peak"]
+
+
+def test_throughput_figure_adds_prediction_line():
+    fig = plots.throughput_figure(
+        [64, 128], [1e9, 2e9], reference_flop_per_s=3e9, reference_label="best", prediction_flop_per_s=5e8
+    )
+    (ax,) = fig.axes
+    assert len(ax.lines) == 3  # measured, reference, prediction
+    assert list(ax.lines[2].get_ydata()) == [5e8, 5e8]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "rates"),
+    [([], []), ([64, 128], [1e9]), ([64], [0.0]), ([64], [float("nan")]), ([-1], [1e9])],
+)
+def test_throughput_figure_rejects_bad_series(sizes, rates):
+    with pytest.raises(ValueError):
+        plots.throughput_figure(sizes, rates, reference_flop_per_s=1e9, reference_label="peak")
+
+
+@pytest.mark.parametrize("reference", [0.0, -1.0, float("inf")])
+def test_throughput_figure_rejects_bad_reference(reference):
+    with pytest.raises(ValueError):
+        plots.throughput_figure([64], [1e9], reference_flop_per_s=reference, reference_label="peak")
+
+
+def test_relative_gap_figure_draws_given_points():
+    ks = [1, 2, 4]
+    gaps = [1 / 2, 1 / 4, 1 / 8]  # 1/(2k)
+    fig = plots.relative_gap_figure(ks, gaps)
+    (ax,) = fig.axes
+    (line,) = ax.lines
+    assert list(line.get_xdata()) == ks
+    assert list(line.get_ydata()) == gaps
+
+
+def test_relative_gap_figure_rejects_mismatched_lengths():
+    with pytest.raises(ValueError):
+        plots.relative_gap_figure([1, 2], [0.5])

@@ -1,0 +1,129 @@
+"""Tests of lecturelib.profiler: the benchmark timer, memory snapshots and peak memory."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from lecturelib.profiler import (
+    MemoryProfiler,
+    Timing,
+    benchmark,
+    format_snapshots,
+    format_timing,
+    memory_snapshot,
+    peak_memory,
+)
+
+MIB = 2**20
+# 64 MiB: above glibc's largest mmap threshold (32 MiB), so the pages go back to the OS on free
+BIG_FLOATS = 16 * MIB  # 16 Mi fp32 elements = 64 MiB
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-only behaviour")
+
+
+def test_benchmark_returns_timing() -> None:
+    timing = benchmark(lambda: torch.ones(64) @ torch.ones(64), min_run_time_s=0.02)
+    assert isinstance(timing, Timing)
+    assert timing.median_s > 0
+    assert timing.iqr_s >= 0
+    assert timing.n_runs >= 1 and timing.number_per_run >= 1
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    assert timing.device == ("cpu" if accelerator is None else accelerator.type)
+
+
+def test_benchmark_warms_up_before_timing() -> None:
+    calls: list[int] = []
+    benchmark(lambda: calls.append(1), min_run_time_s=0.01, warmup=5)
+    assert len(calls) > 5  # the 5 warm-up calls, then the timed ones
+
+
+def test_benchmark_median_is_at_least_the_sleep() -> None:
+    # time.sleep sleeps at least its argument, so the median cannot be shorter
+    timing = benchmark(lambda: time.sleep(0.002), min_run_time_s=0.02, warmup=1)
+    assert timing.median_s >= 0.002
+
+
+def test_benchmark_rejects_nonpositive_run_time() -> None:
+    with pytest.raises(ValueError, match="min_run_time_s must be positive"):
+        benchmark(lambda: None, min_run_time_s=0)
+
+
+def test_format_timing_is_one_line() -> None:
+    timing = Timing(median_s=0.0015, iqr_s=0.0001, n_runs=7, number_per_run=10, device="cpu")
+    assert format_timing(timing, "matmul") == "matmul: 1.500 ms median, IQR 0.100 ms (7 runs × 10 calls, cpu)"
+
+
+@no_cuda
+def test_memory_snapshot_cpu_only_has_no_gpu_fields() -> None:
+    snap = memory_snapshot("start")
+    assert snap.label == "start"
+    assert snap.cpu_rss_bytes > 0
+    assert snap.gpu_allocated_bytes is None and snap.gpu_reserved_bytes is None
+    assert snap.gpu_max_allocated_bytes is None
+
+
+def test_memory_profiler_sees_an_allocation() -> None:
+    profiler = MemoryProfiler()
+    profiler.snapshot("before")
+    x = torch.ones(BIG_FLOATS)  # 64 MiB, written, so resident
+    profiler.snapshot("after")
+    before, after = profiler.snapshots
+    assert [s.label for s in profiler.snapshots] == ["before", "after"]
+    assert after.cpu_rss_bytes - before.cpu_rss_bytes >= 60 * MIB
+    del x
+
+
+def test_format_snapshots_has_a_row_per_snapshot() -> None:
+    profiler = MemoryProfiler()
+    profiler.snapshot("a")
+    profiler.snapshot("b")
+    lines = format_snapshots(profiler.snapshots).splitlines()
+    assert len(lines) == 3
+    assert lines[1].startswith("a ") and lines[2].startswith("b ")
+
+
+def test_peak_memory_cpu_counts_a_transient_tensor() -> None:
+    result = peak_memory(lambda: torch.ones(BIG_FLOATS), device="cpu")  # 64 MiB, freed on return
+    assert result.device == "cpu"
+    assert result.method.startswith("cpu:")
+    assert 60 * MIB <= result.peak_bytes <= 72 * MIB
+
+
+def test_peak_memory_cpu_sees_the_peak_not_the_end() -> None:
+    def two_then_none() -> None:
+        a = torch.ones(BIG_FLOATS)
+        b = torch.ones(BIG_FLOATS)  # 128 MiB live here
+        del a, b  # 0 at the end
+
+    result = peak_memory(two_then_none, device="cpu")
+    assert 124 * MIB <= result.peak_bytes <= 136 * MIB
+
+
+@no_cuda
+def test_peak_memory_without_cuda_measures_cpu() -> None:
+    assert peak_memory(lambda: torch.ones(BIG_FLOATS)).device == "cpu"
+
+
+def test_peak_memory_rejects_unknown_device() -> None:
+    with pytest.raises(ValueError, match="device must be"):
+        peak_memory(lambda: None, device="tpu")
+
+
+@needs_cuda
+def test_peak_memory_cuda_is_exact_tensor_bytes() -> None:
+    # 2**20 fp32 elements = 4 MiB, a multiple of the allocator's 512-byte blocks
+    result = peak_memory(lambda: torch.empty(2**20, device="cuda"))
+    assert result.device == "cuda"
+    assert result.peak_bytes == 4 * MIB
+
+
+@needs_cuda
+def test_memory_snapshot_cuda_counts_allocated_bytes() -> None:
+    before = memory_snapshot("before")
+    x = torch.empty(2**20, device="cuda")
+    after = memory_snapshot("after")
+    assert after.gpu_allocated_bytes - before.gpu_allocated_bytes == 4 * MIB  # type: ignore[operator]
+    del x
