@@ -263,6 +263,7 @@ class Verdict:
     grade_id: str
     passed: bool
     messages: tuple[str, ...]  # one per failed check; never quotes a hidden check
+    failed: tuple[int, ...] = ()  # indices of the failed checks
 
 
 def read_records(stdout: str) -> list[dict[str, Any]]:
@@ -285,7 +286,7 @@ def judge(grade_id: str, checks: Sequence[Check], stdout: str) -> Verdict:
     for rec in read_records(stdout):
         if rec.get("cell") == grade_id and type(rec.get("i")) is int:
             by_index.setdefault(rec["i"], []).append(rec)
-    messages = []
+    messages, failed = [], []
     for c in checks:
         name = "a hidden check" if c.hidden else f"check {c.index + 1} `{c.line}`"
         recs = by_index.get(c.index, [])
@@ -296,4 +297,7 @@ def judge(grade_id: str, checks: Sequence[Check], stdout: str) -> Verdict:
         elif not matches(c.kind, recs[0].get("value"), c.expected, c.tol):
             got = recs[0].get("value")
             messages.append(f"{name}: expected {c.expected!r}, got {got!r}" if not c.hidden else f"{name} failed")
-    return Verdict(grade_id, not messages, tuple(messages))
+        else:
+            continue
+        failed.append(c.index)
+    return Verdict(grade_id, not messages, tuple(messages), tuple(failed))

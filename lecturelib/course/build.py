@@ -14,6 +14,7 @@ from nbformat.notebooknode import NotebookNode
 
 from lecturelib.course.layout import (
     Course,
+    cell_stdout,
     is_test_cell,
     iter_source_notebooks,
     make_solution,
@@ -21,7 +22,7 @@ from lecturelib.course.layout import (
     read_notebook,
     write_notebook,
 )
-from lecturelib.grading import InvalidTestCell, parse_test_cell
+from lecturelib.grading import InvalidTestCell, judge, parse_test_cell, prepare_test_cell
 
 CELL_TIMEOUT_S = 300
 
@@ -133,14 +134,29 @@ def _executed_problems(course: Course) -> list[str]:
         release_path = course.release / assignment / path.name
         if not release_path.exists():
             continue  # reported as drift
-        release = read_notebook(release_path)
-        tests = {nbgrader_meta(c)["grade_id"]: c.source for c in source.cells if is_test_cell(c)}
-        for cell in release.cells:
-            if is_test_cell(cell) and nbgrader_meta(cell)["grade_id"] in tests:
-                cell.source = tests[nbgrader_meta(cell)["grade_id"]]  # hidden tests back, as nbgrader does
-        for gid, (error, _) in _outcomes(execute(release, path.parent)).items():
-            if not error:
-                problems.append(f"{rel}: {gid} passes on the untouched release")
+        problems += [f"{rel}: {p}" for p in _release_problems(source, read_notebook(release_path), path.parent)]
+    return problems
+
+
+def _release_problems(source: NotebookNode, release: NotebookNode, cwd: Path) -> list[str]:
+    """Grade the untouched release as the autograder would: every check must fail on it."""
+    tests = {nbgrader_meta(c)["grade_id"]: c.source for c in source.cells if is_test_cell(c)}
+    checks = {}
+    for cell in release.cells:
+        gid = nbgrader_meta(cell).get("grade_id")
+        if is_test_cell(cell) and gid in tests:
+            cell.source, checks[gid] = prepare_test_cell(tests[gid], gid)  # hidden tests back, literals out
+    problems = []
+    for cell in execute(release, cwd).cells:
+        gid = nbgrader_meta(cell).get("grade_id")
+        if gid not in checks:
+            continue
+        verdict = judge(gid, checks[gid], cell_stdout(cell))
+        if verdict.passed:
+            problems.append(f"{gid} passes on the untouched release")
+        else:
+            problems += [f"{gid}: check {c.index + 1} passes on the untouched release (it does not use the answer)"
+                         for c in checks[gid] if c.index not in verdict.failed]
     return problems
 
 

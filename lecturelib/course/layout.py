@@ -103,6 +103,11 @@ def is_test_cell(cell: NotebookNode) -> bool:
     return cell.cell_type == "code" and bool(m.get("grade")) and not m.get("solution")
 
 
+def cell_stdout(cell: NotebookNode) -> str:
+    """Everything an executed code cell printed to stdout."""
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream" and o.name == "stdout")
+
+
 def _drop_regions(source: str, begin: str, end: str, keep_inside: bool) -> str:
     lines, out, inside = source.split("\n"), [], False
     for line in lines:

@@ -7,7 +7,7 @@ from typing import Any
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from lecturelib.course.layout import is_test_cell
+from lecturelib.course.layout import cell_stdout, is_test_cell
 from lecturelib.grading import InvalidTestCell, Verdict, judge, prepare_test_cell
 
 STASH = "lecturelib_checks"  # key in nbconvert's resources shared by the two preprocessors
@@ -58,9 +58,7 @@ class JudgeChecks(NbGraderPreprocessor):
                 continue
             grade_id = cell.metadata.nbgrader["grade_id"]
             source, checks = stash[grade_id]
-            stdout = "".join(
-                o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == "stdout"
-            )
+            verdict = judge(grade_id, checks, cell_stdout(cell))
             cell.source = source  # the instructor's test, as nbgrader restored it
-            cell.outputs = verdict_outputs(judge(grade_id, checks, stdout), len(checks))
+            cell.outputs = verdict_outputs(verdict, len(checks))
         return nb, resources

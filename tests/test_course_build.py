@@ -1,0 +1,147 @@
+"""lecturelib.course: build, check and audit (the round trip through autograding is test_course_roundtrip.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.notebooknode import NotebookNode
+
+from lecturelib.course.__main__ import main
+from lecturelib.course.audit import audit_source
+from lecturelib.course.build import build, check
+from lecturelib.course.layout import Course, fill_answers, make_solution, read_notebook, write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cell(kind: str, source: str, gid: str, *, grade: bool = False, solution: bool = False, points: int = 0) -> NotebookNode:
+    meta = {"grade": grade, "solution": solution, "locked": not solution, "grade_id": gid, "schema_version": 3}
+    if grade:
+        meta["points"] = points
+    make = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
+    return make(source, metadata={"nbgrader": meta})
+
+
+def toy(test_source: str = "expect_count(double(21), 42)  # 2*21") -> NotebookNode:
+    """A one-exercise master: write double(x), with a visible and a hidden test."""
+    return nbformat.v4.new_notebook(
+        cells=[
+            cell("markdown", "# Toy", "intro"),
+            cell("code", "from lecturelib.grading import expect_count", "setup"),
+            cell("code", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "ex1_1",
+                 solution=True),
+            cell("code", "expect_count(double(2), 4)  # 2*2\n### BEGIN HIDDEN TESTS\n" + test_source +
+                 "\n### END HIDDEN TESTS", "ex1_1_test", grade=True, points=2),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+
+
+def toy_course(tmp_path: Path, nb: NotebookNode) -> Course:
+    shutil.copy2(ROOT / "nbgrader_config.py", tmp_path)
+    write_notebook(nb, tmp_path / "source" / "01_toy" / "01_toy.ipynb")
+    return Course(tmp_path)
+
+
+def test_make_solution_drops_markers_hidden_tests_and_metadata() -> None:
+    sol = make_solution(toy())
+    text = "\n".join(c.source for c in sol.cells)
+    assert "return 2 * x" in text and "expect_count(double(2), 4)" in text
+    assert "### " not in text and "double(21)" not in text
+    assert all("nbgrader" not in c.metadata for c in sol.cells)
+
+
+def test_fill_answers_copies_solutions_without_markers() -> None:
+    release = toy()
+    release.cells[2].source = "def double(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
+    filled = fill_answers(release, toy())
+    assert filled.cells[2].source == "def double(x):\n    return 2 * x"
+
+
+def test_course_in_repo_is_built_and_sound() -> None:
+    """`build` leaves git clean, and every graded cell passes on the solution and fails on the release."""
+    assert check(Course(ROOT)) == []
+
+
+def test_check_passes_a_sound_course_and_reports_drift(tmp_path: Path) -> None:
+    course = toy_course(tmp_path, toy())
+    assert build(course) == []
+    assert check(course) == []
+    released = course.release / "01_toy" / "01_toy.ipynb"
+    released.write_text(released.read_text().replace("Toy", "Edited by hand"))
+    (course.solutions / "stale.ipynb").write_text("{}")
+    problems = check(course, run=False)
+    assert any(p.startswith("notebooks/01_toy/01_toy.ipynb: differs") for p in problems)
+    assert any(p.startswith("solutions/stale.ipynb: stale") for p in problems)
+
+
+@pytest.mark.parametrize(
+    "hidden, expected",
+    [
+        ("expect_count(42, 42)", "ex1_1_test: check 2 passes on the untouched release"),
+        ("expect_count(double(21), 43)", "ex1_1_test fails on the solution"),
+        ("import sys; sys.stderr.write('x')\nexpect_count(double(21), 42)", "ex1_1_test writes to stderr"),
+        ("expect_count(double(21), 6 * 7)", "the expected value must be a literal"),
+    ],
+)
+def test_check_reports_tests_that_grade_wrongly(tmp_path: Path, hidden: str, expected: str) -> None:
+    course = toy_course(tmp_path, toy(hidden))
+    build(course)
+    problems = check(course)
+    assert any(expected in p for p in problems), problems
+
+
+def test_check_reports_outputs_and_grade_ids(tmp_path: Path) -> None:
+    nb = toy()
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="hi")]
+    nb.cells[0].metadata["nbgrader"]["grade_id"] = "setup"  # now two cells are "setup"
+    course = toy_course(tmp_path, nb)
+    build(course)
+    problems = check(course, run=False)
+    assert any("1 stored outputs" in p for p in problems)
+    assert any("grade_id 'setup' is used by 2 cells" in p for p in problems)
+
+
+def test_course_cli_rejects_unknown_assignment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    toy_course(tmp_path, toy())
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="unknown assignment 'nope'"):
+        main(["audit", "nope"])
+    assert main(["autograde"]) == 0  # nothing submitted yet
+    assert "no submissions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "source, finding",
+    [
+        ("import torch\ntorch.mm = lambda a, b: 0", "patches torch"),
+        ("import lecturelib.grading as g\ng.expect_count = print", "patches lecturelib.grading"),
+        ("import builtins\nbuiltins.float = int", "patches builtins"),
+        ("import sys\nsys.modules['math'] = None", "patches sys.modules"),
+        ("setattr(__import__('math'), 'pi', 3)", "setattr()"),
+        ("get_ipython().showtraceback = print", "patches IPython"),
+        ("class A:\n    def __eq__(self, o):\n        return True", "defines __eq__"),
+        ("from lecturelib.flops import matmul_flops as f", "imports lecturelib's reference matmul_flops"),
+        ("import lecturelib\nx = lecturelib.flops.matmul_flops(1, 2, 3)", "calls lecturelib's reference"),
+        ("import os\nos._exit(0)", "ends the kernel (os._exit)"),
+        ("raise SystemExit if exit() else 0", "ends the kernel (exit)"),
+        ("open('../../gradebook.db').read()", "opens a path outside its folder"),
+        ("import shutil\nshutil.rmtree('x')", "touches files or processes (shutil.rmtree)"),
+        ("eval('1 + 1')", "runs code the audit cannot read (eval)"),
+    ],
+)
+def test_audit_source_flags_tampering(source: str, finding: str) -> None:
+    found = [what for _, what in audit_source(source, {"matmul_flops"})]
+    assert any(finding in what for what in found), found
+
+
+def test_audit_source_passes_honest_answers() -> None:
+    for master in sorted((ROOT / "source").rglob("*.ipynb")):
+        answers = [c.source for c in fill_answers(read_notebook(master), read_notebook(master)).cells
+                   if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+        for source in answers:
+            assert audit_source(source, {"matmul_flops"}) == [], source
