@@ -28,6 +28,10 @@ c.CourseDirectory.release_directory = "notebooks"  # the student release, genera
 # Several autograde workers share the gradebook: wait for its lock instead of failing at once.
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db") + "?timeout=120"
 
+# `nbgrader zip_collect ASSIGNMENT`: files (or zips of files) in downloaded/ASSIGNMENT/archive/ named
+# STUDENT--NOTEBOOK.ipynb, e.g. alice--02_matmul_flops.ipynb, become submitted/alice/ASSIGNMENT/02_matmul_flops.ipynb.
+c.FileNameCollectorPlugin.named_regexp = r".*?(?P<student_id>[A-Za-z0-9.@+-]+)--(?P<file_id>[^/]+\.ipynb)$"
+
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
 # (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)
 c.Execute.timeout = 300
