@@ -2,20 +2,23 @@
 
 import os
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
     ClearHiddenTests,
+    ClearOutput,
+    DeduplicateIds,
     Execute,
     GetGrades,
     IgnorePattern,
     LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
     SaveAutoGrades,
 )
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-from lecturelib.course.preprocessors import JudgeChecks, PrepareChecks
+from lecturelib.course.preprocessors import JudgeChecks, PrepareChecks, RestoreMissingCells
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -35,8 +38,18 @@ c.FileNameCollectorPlugin.named_regexp = r".*?(?P<student_id>[A-Za-z0-9.@+-]+)--
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
 # (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)
 c.Execute.timeout = 300
-# A submission whose graded or locked cells were deleted gets them back before it is graded.
+# A submission whose cells were deleted gets them back before it is graded: every cell of the release
+# (RestoreMissingCells, from notebooks/), then nbgrader's own restore of test cells as a second line.
+c.RestoreMissingCells.release_directory = os.path.join(here, "notebooks")
 c.OverwriteCells.add_missing_cells = True
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    RestoreMissingCells,
+    OverwriteCells,
+    CheckCellMetadata,
+]
 
 # Trusted grading (lecturelib.grading): the kernel only reports plain values, judged outside it.
 c.Autograde.autograde_preprocessors = [

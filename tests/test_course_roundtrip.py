@@ -11,6 +11,7 @@ import ast
 import copy
 import hashlib
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,15 +119,21 @@ def submit(course: Course, assignment: str, student: str, nbs: dict[str, Noteboo
         (folder / name).write_text(text, encoding="utf-8")
 
 
-def edited(nb: NotebookNode, edits: dict[str, str], drop_tests: bool = False) -> NotebookNode:
+def edited(nb: NotebookNode, edits: dict[str, str], drop: Callable[[NotebookNode], bool] = lambda c: False) -> NotebookNode:
+    """A copy of `nb` with some cells' sources replaced and the cells `drop` picks deleted."""
     out = copy.deepcopy(nb)
     for cell in out.cells:
         gid = nbgrader_meta(cell).get("grade_id")
         if gid in edits:
             cell.source = edits[gid]
-    if drop_tests:
-        out.cells = [c for c in out.cells if not is_test_cell(c)]
+    out.cells = [c for c in out.cells if not drop(c)]
     return out
+
+
+def is_locked_only(cell: NotebookNode) -> bool:
+    """A read-only cell that is neither an answer nor a test: setup code, parameters, prose."""
+    m = nbgrader_meta(cell)
+    return bool(m.get("locked")) and not m.get("grade") and not m.get("solution")
 
 
 def make_class(course: Course, assignment: str) -> Plan:
@@ -147,13 +154,20 @@ def make_class(course: Course, assignment: str) -> Plan:
     plan.expected["solution"] = plan.full
     submit(course, assignment, "untouched", {name: release})
     plan.expected["untouched"] = 0.0
-    submit(course, assignment, "no-tests", {name: edited(solved, {}, drop_tests=True)})
+    submit(course, assignment, "no-tests", {name: edited(solved, {}, drop=is_test_cell)})
     plan.expected["no-tests"] = plan.full
+    submit(course, assignment, "no-read-only-cells", {name: edited(solved, {}, drop=is_locked_only)})
+    plan.expected["no-read-only-cells"] = plan.full  # setup and parameters cells are restored too
     for answer in graded_answers:
         student = f"wrong-{answer}"
         wrong = answers[answer] + WRONG.format(names=defined_names(answers[answer]))
         submit(course, assignment, student, {name: edited(solved, {answer: wrong})})
         plan.expected[student] = plan.full - sum(plan.points[t] for t in plan.tests_of[answer])
+    skipped = graded_answers[-1]  # an exercise skipped: its answer and its tests deleted
+    gone = {skipped, *plan.tests_of[skipped]}
+    without = edited(solved, {}, drop=lambda c: nbgrader_meta(c).get("grade_id") in gone)
+    submit(course, assignment, "skipped", {name: without})
+    plan.expected["skipped"] = plan.full - sum(plan.points[t] for t in plan.tests_of[skipped])
     cheat = {a: CHEAT.format(names=all_names) for a in answers}
     submit(course, assignment, "cheat", {name: edited(release, cheat)})
     plan.expected["cheat"] = 0.0
@@ -230,7 +244,7 @@ def test_roundtrip_audit_flags_cheats_not_honest_work(graded, assignment: str) -
     findings = audit(course, [assignment])
     flagged = {f.student for f in findings}
     assert {"cheat", "crash"} <= flagged
-    assert not flagged & {"solution", "untouched", "no-tests"}
+    assert not flagged & {"solution", "untouched", "no-tests", "no-read-only-cells", "skipped"}
     whats = " ".join(f.what for f in findings if f.student == "cheat")
     for expected in ("defines __eq__", "patches operator", "patches math", "patches IPython", "setattr()"):
         assert expected in whats

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -69,9 +70,11 @@ def _invalid_notebooks(folder: Path, root: Path) -> list[str]:
 
 
 def _last_error(log: str) -> str:
+    """The most telling line of a failed nbgrader run: the exception that ended it, else its first ERROR."""
+    raised = [ln.strip() for ln in log.splitlines() if re.match(r"\s*[\w.]*(Error|Exception)\b.*:", ln)]
     errors = [ln.split("] ", 1)[-1] for ln in log.splitlines() if "| ERROR]" in ln]
-    useful = [e for e in errors if not e.startswith(("There was an error", "Traceback"))]
-    return (useful or errors or ["nbgrader autograde failed"])[0][:200]
+    useful = [e for e in errors if not e.startswith(("There was an error", "Traceback", "Please see"))]
+    return (raised[-1:] or useful or ["nbgrader autograde failed"])[0][:200]
 
 
 def _grade_one(course: Course, student: str, assignment: str, timeout_s: float, cell_timeout_s: int | None,
