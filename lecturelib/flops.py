@@ -84,6 +84,8 @@ def conv2d_flops(
         if (s_h, s_w) != (1, 1):
             raise ValueError("padding='same' needs stride 1 (as in nn.Conv2d)")
         out_h, out_w = height, width
+    elif isinstance(padding, str):
+        raise ValueError(f"padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
     else:
         p_h, p_w = _pair(padding)
         # nn.Conv2d's output size: floor((H + 2p − d·(k − 1) − 1) / s) + 1
@@ -161,7 +163,7 @@ def rmsnorm_flops(shape: Sequence[int], *, affine: bool = True) -> int:
 
 def with_total(parts: Mapping[str, int | Breakdown]) -> Breakdown:
     """`parts` plus "total": the sum of its counts and of its sub-breakdowns' totals."""
-    total = sum(part if isinstance(part, int) else part["total"] for part in parts.values())
+    total = sum(part if isinstance(part, int) else cast(int, part["total"]) for part in parts.values())
     return {**parts, "total": total}
 
 

@@ -96,7 +96,7 @@ def matches(kind: str, got: object, expected: object, tol: str = "float") -> boo
     if kind == "count":
         return type(got) is int and got == expected
     if kind == "real":
-        if type(got) not in (int, float) or not math.isfinite(got):
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
             return False
         rel, abs_ = TOLERANCES[tol]
         return math.isclose(float(got), float(expected), rel_tol=rel, abs_tol=abs_)  # type: ignore[arg-type]
@@ -221,17 +221,17 @@ def prepare_test_cell(source: str, grade_id: str) -> tuple[str, list[Check]]:
     checks: list[Check] = []
     top_level = {id(s.value) for s in tree.body if isinstance(s, ast.Expr)}
     for node in ast.walk(tree):
-        if _check_kind(node) and id(node) not in top_level:
+        if isinstance(node, ast.Call) and _check_kind(node) and id(node) not in top_level:
             raise InvalidTestCell(f"{grade_id}: line {node.lineno}: expect_* must be a statement of its own")
     body: list[ast.stmt] = [
         ast.ImportFrom(module="lecturelib.grading", names=[ast.alias("_report", "__lecturelib_report")], level=0)
     ]
     for stmt in tree.body:
-        kind = _check_kind(stmt.value) if isinstance(stmt, ast.Expr) else None
-        if kind is None:
+        call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+        kind = _check_kind(call) if call is not None else None
+        if call is None or kind is None:
             body.append(stmt)
             continue
-        call: ast.Call = stmt.value  # type: ignore[assignment]
         args = list(call.args) + [kw.value for kw in call.keywords if kw.arg in ("value", "expected", "tol")]
         if len(args) < 2 or any(kw.arg not in ("value", "expected", "tol") for kw in call.keywords):
             raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: write expect_{kind}(EXPRESSION, LITERAL)")

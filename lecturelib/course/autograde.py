@@ -151,7 +151,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     log_dir = course.root / "logs" / "autograde"
     log_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        outcomes = list(pool.map(lambda p: _grade_one(course, *p, timeout_s, cell_timeout_s, log_dir), pairs))
+        outcomes = list(pool.map(lambda p: _grade_one(course, p[0], p[1], timeout_s, cell_timeout_s, log_dir), pairs))
     _read_scores(course, outcomes)
     return outcomes
 

@@ -143,13 +143,13 @@ def _release_problems(source: NotebookNode, release: NotebookNode, cwd: Path) ->
     tests = {nbgrader_meta(c)["grade_id"]: c.source for c in source.cells if is_test_cell(c)}
     checks = {}
     for cell in release.cells:
-        gid = nbgrader_meta(cell).get("grade_id")
+        gid = str(nbgrader_meta(cell).get("grade_id"))
         if is_test_cell(cell) and gid in tests:
             cell.source, checks[gid] = prepare_test_cell(tests[gid], gid)  # hidden tests back, literals out
     problems = []
     for cell in execute(release, cwd).cells:
-        gid = nbgrader_meta(cell).get("grade_id")
-        if gid not in checks:
+        gid = str(nbgrader_meta(cell).get("grade_id"))
+        if not is_test_cell(cell) or gid not in checks:
             continue
         verdict = judge(gid, checks[gid], cell_stdout(cell))
         if verdict.passed:

@@ -154,5 +154,5 @@ def write_notebook(nb: NotebookNode, path: Path) -> None:
     path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
 
 
-def read_notebook(path: Path) -> NotebookNode:
+def read_notebook(path: str | os.PathLike[str]) -> NotebookNode:
     return nbformat.read(str(path), as_version=4)
