@@ -18,7 +18,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from lecturelib.course.preprocessors import JudgeChecks, PrepareChecks, RestoreMissingCells
+from lecturelib.course.preprocessors import JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -48,6 +48,7 @@ c.Autograde.sanitize_preprocessors = [
     OverwriteKernelspec,
     RestoreMissingCells,
     OverwriteCells,
+    RedactTests,  # the expected literals never reach disk next to the kernel
     CheckCellMetadata,
 ]
 

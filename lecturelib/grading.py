@@ -31,6 +31,7 @@ from typing import Any
 TOLERANCES: dict[str, tuple[float, float]] = {
     "exact": (0.0, 0.0),  # integers that happen to be floats
     "float": (1e-9, 1e-12),  # one formula evaluated in another order
+    "single": (1e-6, 0.0),  # a formula evaluated in float32 (24-bit significand, ~6e-8 per operation)
     "rounded": (1e-3, 0.0),  # answers quoted to 3-4 significant figures
 }
 
@@ -43,6 +44,10 @@ class CheckFailed(AssertionError):
     """A checked fact does not hold."""
 
 
+class NotPlainValue(TypeError):
+    """An answer of the wrong kind (a float where a count is due, ...): safe to show, even for hidden checks."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Turning an answer into a plain value (used in the kernel, both modes)
 
@@ -50,21 +55,21 @@ class CheckFailed(AssertionError):
 def as_count(value: object) -> int:
     """A count as a plain int: anything with __index__ (int, NumPy, 0-d torch integer), no bools."""
     if isinstance(value, bool):
-        raise TypeError("expected a count (an integer), got a bool")
+        raise NotPlainValue("expected a count (an integer), got a bool")
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(f"expected a count (an integer), got {type(value).__name__}") from None
+        raise NotPlainValue(f"expected a count (an integer), got {type(value).__name__}") from None
 
 
 def as_real(value: object) -> float:
     """A real as a plain float (int, float, NumPy scalar, 0-d torch tensor)."""
     if isinstance(value, bool):
-        raise TypeError("expected a real number, got a bool")
+        raise NotPlainValue("expected a real number, got a bool")
     try:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise TypeError(f"expected a real number, got {type(value).__name__}") from None
+        raise NotPlainValue(f"expected a real number, got {type(value).__name__}") from None
 
 
 def as_bool(value: object) -> bool:
@@ -73,13 +78,13 @@ def as_bool(value: object) -> bool:
         return value
     if str(getattr(value, "dtype", "")) in {"bool", "torch.bool"} and getattr(value, "ndim", 1) == 0:
         return bool(value)  # numpy.bool_, a 0-d torch.bool tensor
-    raise TypeError(f"expected True or False, got {type(value).__name__}")
+    raise NotPlainValue(f"expected True or False, got {type(value).__name__}")
 
 
 def as_counts(value: object) -> list[int]:
     """A sequence of counts (a tuple, list or torch.Size of integers) as a list of plain ints."""
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
-        raise TypeError(f"expected a sequence of counts, got {type(value).__name__}")
+        raise NotPlainValue(f"expected a sequence of counts, got {type(value).__name__}")
     return [as_count(v) for v in value]  # type: ignore[attr-defined]
 
 
@@ -110,10 +115,10 @@ def matches(kind: str, got: object, expected: object, tol: str = "float") -> boo
 
 @contextlib.contextmanager
 def _quiet() -> Any:
-    """Keep warnings and stderr of the checked expression out of the cell's output."""
+    """Keep warnings, stderr and prints of the checked expression out of the cell's output."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             yield
 
 
@@ -125,7 +130,7 @@ def _expect(kind: str, value: object, expected: object, tol: str = "float") -> N
     with _quiet():
         try:
             got = PLAIN[kind](value)
-        except TypeError as e:
+        except NotPlainValue as e:
             raise CheckFailed(str(e)) from None
     if not matches(kind, got, expected, tol):
         raise CheckFailed(f"expected {expected!r}, got {got!r}")
@@ -163,9 +168,12 @@ def _report(cell: str, index: int, kind: str, thunk: Callable[[], object]) -> No
     try:
         with _quiet():
             record["value"] = PLAIN[kind](thunk())
+    except NotPlainValue as e:
+        record["error"], record["plain"] = str(e)[:300], True
     except Exception as e:  # noqa: BLE001 - any error in student code fails this check only
         record["error"] = f"{type(e).__name__}: {e}"[:300]
-    print(RECORD_MARK + json.dumps(record), flush=True)
+    # on a line of its own, whatever the student's code printed last (its prints went to _quiet anyway)
+    print("\n" + RECORD_MARK + json.dumps(record), flush=True)
 
 
 @dataclass(frozen=True)
@@ -244,7 +252,8 @@ def prepare_test_cell(source: str, grade_id: str) -> tuple[str, list[Check]]:
             ) from None
         if tol not in TOLERANCES:
             raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: unknown tolerance {tol!r}")
-        checks.append(Check(len(checks), kind, expected, tol, stmt.lineno in hidden, lines[stmt.lineno - 1].strip()))
+        segment = " ".join((ast.get_source_segment(source, stmt) or lines[stmt.lineno - 1]).split())
+        checks.append(Check(len(checks), kind, expected, tol, stmt.lineno in hidden, segment[:160]))
         report = ast.parse(
             f"__lecturelib_report({grade_id!r}, {len(checks) - 1}, {kind!r}, lambda: None)", mode="eval"
         ).body
@@ -293,9 +302,15 @@ def judge(grade_id: str, checks: Sequence[Check], stdout: str) -> Verdict:
         if len(recs) != 1:
             messages.append(f"{name}: did not run" if not recs else f"{name}: reported {len(recs)} times")
         elif "error" in recs[0]:
-            messages.append(f"{name}: raised {recs[0]['error']}" if not c.hidden else f"{name} raised an error")
+            error = str(recs[0]["error"])
+            if recs[0].get("plain") is True:  # the grader's own "expected a count, got float": nothing secret
+                messages.append(f"{name}: {error}")
+            else:  # the student's exception; for a hidden check only its type (its message may quote inputs)
+                messages.append(f"{name}: raised {error}" if not c.hidden else f"{name} raised {error.split(':')[0]}")
         elif not matches(c.kind, recs[0].get("value"), c.expected, c.tol):
             got = recs[0].get("value")
+            if c.kind == "counts" and isinstance(got, list):
+                got = tuple(got)  # shown as the tuple literal it is compared with
             messages.append(f"{name}: expected {c.expected!r}, got {got!r}" if not c.hidden else f"{name} failed")
         else:
             continue

@@ -47,6 +47,17 @@ for _name in {names!r}:
     globals()[_name] = _off_by_a_little(globals()[_name])
 '''
 
+# Appended to every answer cell: correct answers that chat (no newline) while they work.
+CHATTY = '''
+def _chatty(f):
+    def g(*a, **k):
+        print(".", end="", flush=True)
+        return f(*a, **k)
+    return g
+for _name in {names!r}:
+    globals()[_name] = _chatty(globals()[_name])
+'''
+
 # Replaces every answer cell: answers that claim to equal anything, and every patch we could think of.
 CHEAT = '''
 import builtins, json, math, operator, sys, types
@@ -163,6 +174,27 @@ def make_class(course: Course, assignment: str) -> Plan:
         wrong = answers[answer] + WRONG.format(names=defined_names(answers[answer]))
         submit(course, assignment, student, {name: edited(solved, {answer: wrong})})
         plan.expected[student] = plan.full - sum(plan.points[t] for t in plan.tests_of[answer])
+    chatty = {a: src + CHATTY.format(names=defined_names(src)) for a, src in answers.items()}
+    submit(course, assignment, "chatty", {name: edited(solved, chatty)})
+    plan.expected["chatty"] = plan.full
+    pasted = copy.deepcopy(solved)  # Jupyter's copy-paste: an answer and its test twice, same metadata
+    first = {graded_answers[0], *plan.tests_of[graded_answers[0]]}
+    first_cells = [c for c in pasted.cells if nbgrader_meta(c).get("grade_id") in first]
+    for cell in copy.deepcopy(first_cells):
+        cell["id"] = f"{cell['id']}-copy"  # Jupyter gives a pasted cell a new id, and keeps its metadata
+        pasted.cells.append(cell)
+    submit(course, assignment, "pasted-cells", {name: pasted})
+    plan.expected["pasted-cells"] = plan.full
+    stripped = copy.deepcopy(solved)  # an editor that drops cell metadata but keeps cell ids
+    for cell in stripped.cells:
+        cell.metadata.pop("nbgrader", None)
+    submit(course, assignment, "no-metadata", {name: stripped})
+    plan.expected["no-metadata"] = plan.full
+    moved = edited(solved, {}, drop=lambda c: c.cell_type == "code" and bool(nbgrader_meta(c).get("solution")))
+    setup = next(i for i, c in enumerate(moved.cells) if c.cell_type == "code") + 1
+    moved.cells.insert(setup, nbformat.v4.new_code_cell("\n\n".join(answers.values())))  # all answers in one cell
+    submit(course, assignment, "answers-moved", {name: moved})
+    plan.expected["answers-moved"] = plan.full
     skipped = graded_answers[-1]  # an exercise skipped: its answer and its tests deleted
     gone = {skipped, *plan.tests_of[skipped]}
     without = edited(solved, {}, drop=lambda c: nbgrader_meta(c).get("grade_id") in gone)
@@ -171,10 +203,10 @@ def make_class(course: Course, assignment: str) -> Plan:
     cheat = {a: CHEAT.format(names=all_names) for a in answers}
     submit(course, assignment, "cheat", {name: edited(release, cheat)})
     plan.expected["cheat"] = 0.0
-    first = graded_answers[0]
-    submit(course, assignment, "crash", {name: edited(solved, {first: "import os\nos._exit(1)"})})
-    loop = answers[first] + "\nwhile True:\n    pass\n"
-    submit(course, assignment, "endless-loop", {name: edited(solved, {first: loop})})
+    crashing = graded_answers[0]
+    submit(course, assignment, "crash", {name: edited(solved, {crashing: "import os\nos._exit(1)"})})
+    loop = answers[crashing] + "\nwhile True:\n    pass\n"
+    submit(course, assignment, "endless-loop", {name: edited(solved, {crashing: loop})})
     plan.expected["endless-loop"] = plan.full  # the loop is interrupted at the cell timeout, the rest runs
     submit(course, assignment, "not-a-notebook", {name: '{"cells": [ this is not JSON'})
     return plan
@@ -244,7 +276,8 @@ def test_roundtrip_audit_flags_cheats_not_honest_work(graded, assignment: str) -
     findings = audit(course, [assignment])
     flagged = {f.student for f in findings}
     assert {"cheat", "crash"} <= flagged
-    assert not flagged & {"solution", "untouched", "no-tests", "no-read-only-cells", "skipped"}
+    assert not flagged & {"solution", "untouched", "no-tests", "no-read-only-cells", "skipped", "chatty",
+                          "pasted-cells", "no-metadata", "answers-moved"}
     whats = " ".join(f.what for f in findings if f.student == "cheat")
     for expected in ("defines __eq__", "patches operator", "patches math", "patches IPython", "setattr()"):
         assert expected in whats

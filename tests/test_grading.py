@@ -78,7 +78,7 @@ def test_expect_real_tolerance_classes() -> None:
         expect_real(float("nan"), 1.0)
     with pytest.raises(ValueError):
         expect_real(1.0, 1.0, "generous")
-    assert set(TOLERANCES) == {"exact", "float", "rounded"}
+    assert set(TOLERANCES) == {"exact", "float", "single", "rounded"}
 
 
 def test_expect_bool_and_counts() -> None:
@@ -168,3 +168,36 @@ def test_judge_ignores_reports_for_other_cells() -> None:
 def test_parse_test_cell_rejects_cells_the_judge_cannot_trust(source: str, message: str) -> None:
     with pytest.raises(InvalidTestCell, match=message):
         parse_test_cell(source)
+
+
+def test_report_survives_prints_without_a_newline() -> None:
+    rewritten, checks = prepare_test_cell(CELL, "ex1_test")
+
+    def chatty_double(x: int) -> int:
+        print("working", end="")  # would glue itself to the front of the record line
+        return 2 * x
+
+    out = run_prepared(rewritten, {"double": chatty_double, "half": lambda x: x / 2})
+    assert judge("ex1_test", checks, out).passed
+    assert "working" not in out  # the checked expression's prints are kept out of the cell
+
+
+def test_judge_explains_wrong_kinds_but_not_student_errors_in_hidden_checks() -> None:
+    rewritten, checks = prepare_test_cell(CELL, "ex1_test")
+
+    def double(x: int) -> float:
+        if x == 21:
+            raise ValueError(f"secret input {x}")
+        return 2.0 * x
+
+    verdict = judge("ex1_test", checks, run_prepared(rewritten, {"double": double, "half": lambda x: x / 2}))
+    assert verdict.messages == (
+        "check 1 `expect_count(double(2), 4)`: expected a count (an integer), got float",
+        "a hidden check raised ValueError",  # its message could quote a hidden input
+    )
+
+
+def test_judge_shows_counts_as_tuples() -> None:
+    rewritten, checks = prepare_test_cell("expect_counts(shape(), (2, 3))\n", "t")
+    verdict = judge("t", checks, run_prepared(rewritten, {"shape": lambda: [2, 4]}))
+    assert verdict.messages == ("check 1 `expect_counts(shape(), (2, 3))`: expected (2, 3), got (2, 4)",)

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = autograde(course, _assignments(course, args.assignments), workers=args.workers,
                              students=args.students, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout)
         print(format_table(outcomes) if outcomes else "no submissions in submitted/")
-        return 1 if any(not o.graded for o in outcomes) else 0
+        return 1 if any(o.problems for o in outcomes) else 0
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))
         return 0

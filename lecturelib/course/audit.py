@@ -125,8 +125,10 @@ def audit(course: Course, assignments: list[str]) -> list[Finding]:
     for assignment in assignments:
         for master in course.source_notebooks(assignment):
             asked = asked_functions(master)
-            locked = {nbgrader_meta(c).get("grade_id"): c.source for c in read_notebook(master).cells
+            cells = read_notebook(master).cells
+            locked = {nbgrader_meta(c).get("grade_id") for c in cells
                       if nbgrader_meta(c).get("locked") or nbgrader_meta(c).get("grade")}
+            given = {c.source for c in cells if not nbgrader_meta(c).get("solution")}  # the course's own code
             for path in sorted(course.submitted.glob(f"*/{assignment}/{master.name}")):
                 student = path.parts[-3]
                 try:
@@ -135,8 +137,10 @@ def audit(course: Course, assignments: list[str]) -> list[Finding]:
                     continue
                 for i, cell in enumerate(nb.cells):
                     gid = nbgrader_meta(cell).get("grade_id")
-                    if cell.cell_type != "code" or (gid in locked and not nbgrader_meta(cell).get("solution")):
-                        continue  # locked and test cells are restored from the master before grading
+                    if cell.cell_type != "code" or cell.source in given or (
+                        gid in locked and not nbgrader_meta(cell).get("solution")
+                    ):
+                        continue  # the course's own cells, and locked and test cells (restored before grading)
                     for line, what in audit_source(cell.source, asked):
                         findings.append(Finding(student, assignment, master.name, gid or f"cell {i}", line, what))
     return findings

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ class Outcome:
     max_score: float | None = None
     graded: bool = False
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a failure (e.g. cells restored)
     seconds: float = 0.0
 
 
@@ -112,8 +114,66 @@ def _grade_one(course: Course, student: str, assignment: str, timeout_s: float, 
         out.problems.append(f"could not be graded: {_last_error(log_path.read_text(errors='replace'))}")
     else:
         out.graded = True
+    restored = re.findall(r"cell (\S+) was missing from the submission", log_path.read_text(errors="replace"))
+    if restored:
+        out.notes.append(f"restored deleted cells: {', '.join(restored)}")
     out.seconds = time.perf_counter() - start
     return out
+
+
+GRADE_ROWS = """
+select g.id, sa.student_id, a.name, g.auto_score, g.manual_score, g.extra_credit
+from grade g join submitted_notebook sn on g.notebook_id = sn.id
+join submitted_assignment sa on sn.assignment_id = sa.id join assignment a on sa.assignment_id = a.id
+"""
+
+
+class Guard:
+    """What grading a submission must leave alone: the course's files and every other grade in the gradebook.
+
+    A kernel runs with the grader's own rights, so it could rewrite nbgrader_config.py, lecturelib or
+    the gradebook. Each submission is checked when it finishes: changed files and grades are put back
+    and the submission is reported. (Isolation proper needs an OS sandbox; see the README.)
+    """
+
+    def __init__(self, course: Course) -> None:
+        import lecturelib
+
+        self.db = course.gradebook
+        roots = [course.source, course.release, Path(lecturelib.__file__).parent]
+        paths = [course.root / "nbgrader_config.py"] + [p for r in roots for p in sorted(r.rglob("*"))
+                                                         if p.is_file() and "__pycache__" not in p.parts]
+        self.files = {p: p.read_bytes() for p in paths}
+        self.grades = {row[0]: row[1:] for row in self._rows()}
+        self.lock = threading.Lock()
+
+    def _rows(self) -> list[tuple]:
+        with sqlite3.connect(self.db, timeout=120) as db:
+            return db.execute(GRADE_ROWS).fetchall()
+
+    def verify(self, current: tuple[str, str], in_flight: set[tuple[str, str]]) -> list[str]:
+        """Put back what changed since the last check; the grades of `current` are its new baseline."""
+        problems = []
+        changed = [p for p, data in self.files.items() if not p.exists() or p.read_bytes() != data]
+        for p in changed:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(self.files[p])
+        if changed:
+            problems.append(f"course files changed while it was graded (restored): {', '.join(p.name for p in changed)}")
+        restore = []
+        for gid, student, assignment, auto, manual, extra in self._rows():
+            old = self.grades.get(gid)
+            if old is None:
+                continue
+            mine_or_running = (student, assignment) == current or (student, assignment) in in_flight
+            if (manual, extra) != old[3:] or (not mine_or_running and auto != old[2]):
+                restore.append((old[2] if not mine_or_running else auto, old[3], old[4], gid))
+        if restore:
+            with sqlite3.connect(self.db, timeout=120) as db:
+                db.executemany("update grade set auto_score=?, manual_score=?, extra_credit=? where id=?", restore)
+            problems.append(f"the gradebook changed while it was graded ({len(restore)} grades restored)")
+        self.grades.update({row[0]: row[1:] for row in self._rows() if (row[1], row[2]) == current})
+        return problems
 
 
 def _ensure_gradebook(course: Course, assignments: list[str]) -> None:
@@ -150,8 +210,19 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     _ensure_gradebook(course, sorted({a for _, a in pairs}))
     log_dir = course.root / "logs" / "autograde"
     log_dir.mkdir(parents=True, exist_ok=True)
+    guard, in_flight = Guard(course), set()
+
+    def grade(pair: tuple[str, str]) -> Outcome:
+        with guard.lock:
+            in_flight.add(pair)
+        out = _grade_one(course, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir)
+        with guard.lock:
+            in_flight.discard(pair)
+            out.problems += guard.verify(pair, in_flight)
+        return out
+
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        outcomes = list(pool.map(lambda p: _grade_one(course, p[0], p[1], timeout_s, cell_timeout_s, log_dir), pairs))
+        outcomes = list(pool.map(grade, pairs))
     _read_scores(course, outcomes)
     return outcomes
 
@@ -162,6 +233,6 @@ def format_table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         score = f"{o.score:g}" if o.score is not None else "-"
         top = f"{o.max_score:g}" if o.max_score is not None else "-"
-        rows.append((o.student, o.assignment, score, top, f"{o.seconds:.1f}", "; ".join(o.problems) or "-"))
+        rows.append((o.student, o.assignment, score, top, f"{o.seconds:.1f}", "; ".join(o.problems + o.notes) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5] for r in rows)

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
 from lecturelib.course.layout import cell_stdout, is_test_cell, nbgrader_meta, read_notebook
-from lecturelib.grading import InvalidTestCell, Verdict, judge, prepare_test_cell
+from lecturelib.grading import Check, InvalidTestCell, Verdict, judge, prepare_test_cell
 
-STASH = "lecturelib_checks"  # key in nbconvert's resources shared by the two preprocessors
+STASH = "lecturelib_checks"  # key in nbconvert's resources: the checks, from PrepareChecks to JudgeChecks
+SCRATCH = "lecturelib_scratch"  # key in nbconvert's resources: (the notebook's folder, the kernel's folder)
 
 
-def verdict_outputs(verdict: Verdict, n_checks: int) -> list[NotebookNode]:
+def verdict_outputs(verdict: Verdict, n_checks: int, note: str = "") -> list[NotebookNode]:
     """The outputs a judged test cell shows: a line on success, an error naming each failed check."""
     if verdict.passed:
         text = f"{verdict.grade_id}: all {n_checks} checks passed\n"
         return [from_dict({"output_type": "stream", "name": "stdout", "text": text})]
-    lines = [f"{verdict.grade_id}: {len(verdict.messages)} of {n_checks} checks failed"] + [
+    lines = [f"{verdict.grade_id}: {len(verdict.messages)} of {n_checks} checks failed{note}"] + [
         f"  - {m}" for m in verdict.messages
     ]
     return [
@@ -46,37 +50,82 @@ class RestoreMissingCells(NbGraderPreprocessor):
         path = os.path.join(self.release_directory, info["assignment"], info["notebook"] + ".ipynb")
         if not self.release_directory or not os.path.exists(path):
             return nb, resources
+        release = read_notebook(path).cells
+        for cell in nb.cells:  # DeduplicateIds leaves {} on a pasted copy of a cell; nbgrader then fails
+            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"]:
+                del cell.metadata["nbgrader"]
         present = {nbgrader_meta(c).get("grade_id") for c in nb.cells} - {None}
+        by_id = {c.get("id"): c for c in release if nbgrader_meta(c).get("grade_id") not in present}
+        for cell in nb.cells:  # an editor dropped the metadata but kept the cell's id: it is that cell
+            twin = by_id.get(cell.get("id")) if not nbgrader_meta(cell) else None
+            if twin is not None and nbgrader_meta(twin)["grade_id"] not in present:
+                cell.metadata["nbgrader"] = copy.deepcopy(twin.metadata["nbgrader"])
+                present.add(nbgrader_meta(twin)["grade_id"])
         position = 0  # where the next restored cell goes: after the last release cell found so far
-        for cell in read_notebook(path).cells:
+        for cell in release:
             gid = nbgrader_meta(cell).get("grade_id")
             if gid in present:
                 position = 1 + next(i for i, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == gid)
             elif gid is not None:
                 self.log.warning("cell %s was missing from the submission: restored from the release", gid)
-                nb.cells.insert(position, copy.deepcopy(cell))
+                restored = copy.deepcopy(cell)
+                if restored.cell_type == "code" and nbgrader_meta(restored).get("solution"):
+                    # not the stub: it would redefine, as NotImplementedError, an answer written elsewhere
+                    restored.source = "# this answer cell was missing from the submission"
+                nb.cells.insert(position, restored)
                 present.add(gid)
                 position += 1
         return nb, resources
 
 
-class PrepareChecks(NbGraderPreprocessor):
-    """Before execution: keep each test cell's expected literals here and send the kernel only the rest."""
+class RedactTests(NbGraderPreprocessor):
+    """Sanitize step: test cells lose their expected literals before the notebook is written to disk.
+
+    nbgrader writes the sanitized notebook into the folder the kernel then runs in, so the literals
+    must be gone from it: a kernel could otherwise read them from its own working folder.
+    """
 
     def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
-        stash: dict[str, tuple[str, list]] = {}
         for cell in nb.cells:
-            if not is_test_cell(cell):
-                continue
-            grade_id = cell.metadata.nbgrader["grade_id"]
-            try:
-                rewritten, checks = prepare_test_cell(cell.source, grade_id)
-            except InvalidTestCell as e:  # an instructor's mistake: `course check` reports it
-                self.log.warning("test cell left to the kernel, not judged: %s", e)
-                continue
-            stash[grade_id] = (cell.source, checks)
-            cell.source = rewritten
+            if is_test_cell(cell):
+                try:
+                    cell.source = prepare_test_cell(cell.source, cell.metadata.nbgrader["grade_id"])[0]
+                except InvalidTestCell as e:  # an instructor's mistake: `course check` reports it
+                    self.log.warning("test cell left to the kernel, not judged: %s", e)
+        return nb, resources
+
+
+class PrepareChecks(NbGraderPreprocessor):
+    """Before execution: read each test cell's checks from the gradebook and give the kernel a private folder.
+
+    Runs before the kernel starts, so nothing a submission does later can change the expected values.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        info = resources["nbgrader"]
+        stash: dict[str, tuple[str, list[Check]]] = {}
+        with Gradebook(info["db_url"]) as gb:
+            for cell in nb.cells:
+                if not is_test_cell(cell):
+                    continue
+                grade_id = cell.metadata.nbgrader["grade_id"]
+                try:
+                    source = gb.find_source_cell(grade_id, info["notebook"], info["assignment"]).source
+                    cell.source, checks = prepare_test_cell(source, grade_id)
+                except (MissingEntry, InvalidTestCell) as e:
+                    self.log.warning("test cell %s left to the kernel, not judged: %s", grade_id, e)
+                    continue
+                stash[grade_id] = (source, checks)
         resources[STASH] = stash
+        # The kernel starts in a scratch copy of the submission's folder, outside the course tree:
+        # `../../gradebook.db` and friends are not where a relative path from it leads.
+        metadata = resources.setdefault("metadata", {})
+        folder = metadata.get("path") or "."
+        scratch = tempfile.mkdtemp(prefix="lecturelib-kernel-")
+        for name in os.listdir(folder):
+            if not name.endswith(".ipynb") and os.path.isfile(os.path.join(folder, name)):
+                shutil.copy2(os.path.join(folder, name), scratch)
+        resources[SCRATCH], metadata["path"] = (folder, scratch), scratch
         return nb, resources
 
 
@@ -84,6 +133,10 @@ class JudgeChecks(NbGraderPreprocessor):
     """After execution: judge the reported values and make the verdict the test cell's only output."""
 
     def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        if SCRATCH in resources:
+            folder, scratch = resources.pop(SCRATCH)
+            resources["metadata"]["path"] = folder
+            shutil.rmtree(scratch, ignore_errors=True)
         stash = resources.get(STASH, {})
         for cell in nb.cells:
             if not is_test_cell(cell) or cell.metadata.nbgrader["grade_id"] not in stash:
@@ -91,6 +144,8 @@ class JudgeChecks(NbGraderPreprocessor):
             grade_id = cell.metadata.nbgrader["grade_id"]
             source, checks = stash[grade_id]
             verdict = judge(grade_id, checks, cell_stdout(cell))
-            cell.source = source  # the instructor's test, as nbgrader restored it
-            cell.outputs = verdict_outputs(verdict, len(checks))
+            timed_out = any(o.output_type == "error" and "Timeout" in o.get("ename", "") for o in cell.outputs)
+            note = " (the cell was stopped at the time limit)" if timed_out else ""
+            cell.source = source  # the instructor's test, as the gradebook holds it
+            cell.outputs = verdict_outputs(verdict, len(checks), note)
         return nb, resources
