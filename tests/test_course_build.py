@@ -132,6 +132,11 @@ def test_course_cli_rejects_unknown_assignment(tmp_path: Path, monkeypatch: pyte
         ("open('../../gradebook.db').read()", "opens a path outside its folder"),
         ("import shutil\nshutil.rmtree('x')", "touches files or processes (shutil.rmtree)"),
         ("eval('1 + 1')", "runs code the audit cannot read (eval)"),
+        ("import sqlite3", "imports sqlite3"),
+        ("import lecturelib.grading as g\nvars(g)['_report'] = print", "patches lecturelib.grading"),
+        ("open(name, 'a').write('x')", "writes a file"),
+        ("import os\nos.readlink(f'/proc/{os.getppid()}/cwd')", "looks at other processes"),
+        ("p = 'x/gradebook.db'", "names a place of grading (gradebook)"),
     ],
 )
 def test_audit_source_flags_tampering(source: str, finding: str) -> None:

@@ -58,6 +58,25 @@ for _name in {names!r}:
     globals()[_name] = _chatty(globals()[_name])
 '''
 
+# Replaces one answer cell: finds the course through /proc (the kernel runs in a private folder), then
+# rewrites nbgrader_config.py and the gradebook: its own manual grades and extra credit, another's scores.
+TAMPER = '''
+import os, pathlib, sqlite3
+pid, root = os.getpid(), None
+while pid > 1 and root is None:
+    cwd = pathlib.Path(os.readlink(f"/proc/{pid}/cwd"))
+    root = next((d for d in (cwd, *cwd.parents) if (d / "gradebook.db").exists()), None)
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()[1])
+with open(root / "nbgrader_config.py", "a") as config:
+    config.write("\\n# changed by a submission\\n")
+rows = "select n.id from submitted_notebook n join submitted_assignment a on n.assignment_id = a.id where a.student_id = ?"
+full = "(select max_score from grade_cells c where c.id = grade.cell_id)"
+db = sqlite3.connect(root / "gradebook.db", timeout=60)
+db.execute(f"update grade set manual_score = {full}, extra_credit = 100 where notebook_id in ({rows})", ("tamper",))
+db.execute(f"update grade set auto_score = {full} where notebook_id in ({rows})", ("cheat",))
+db.commit()
+'''
+
 # Replaces every answer cell: answers that claim to equal anything, and every patch we could think of.
 CHEAT = '''
 import builtins, json, math, operator, sys, types
@@ -203,6 +222,8 @@ def make_class(course: Course, assignment: str) -> Plan:
     cheat = {a: CHEAT.format(names=all_names) for a in answers}
     submit(course, assignment, "cheat", {name: edited(release, cheat)})
     plan.expected["cheat"] = 0.0
+    submit(course, assignment, "tamper", {name: edited(release, {graded_answers[0]: TAMPER})})
+    plan.expected["tamper"] = 0.0
     crashing = graded_answers[0]
     submit(course, assignment, "crash", {name: edited(solved, {crashing: "import os\nos._exit(1)"})})
     loop = answers[crashing] + "\nwhile True:\n    pass\n"
@@ -245,6 +266,20 @@ def test_roundtrip_crash_and_broken_file_cost_only_their_student(graded, assignm
     assert not broken.graded and "is not a valid notebook" in broken.problems[0]
     assert f"submitted/not-a-notebook/{assignment}/" in broken.problems[0]
     assert all(o.graded for s, o in plan.outcomes.items() if s not in ("crash", "not-a-notebook"))
+    for student, o in plan.outcomes.items():  # graded beside "tamper", a submission hears of it, naming it
+        if student not in ("crash", "not-a-notebook", "tamper"):
+            assert all("changed while it was graded alongside" in p and "tamper" in p for p in o.problems), o
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_roundtrip_tampering_with_course_or_gradebook_is_undone_and_reported(graded, assignment: str) -> None:
+    course, plan = graded[assignment]
+    problems = plan.outcomes["tamper"].problems
+    assert any(p.startswith("course files or grades changed") and p.endswith("(restored): nbgrader_config.py")
+               for p in problems), problems
+    assert any("grades restored): the gradebook" in p for p in problems), problems
+    assert (course.root / "nbgrader_config.py").read_bytes() == (ROOT / "nbgrader_config.py").read_bytes()
+    # the scores: tamper's own and cheat's are checked in test_roundtrip_every_gradable_submission_…
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -275,7 +310,7 @@ def test_roundtrip_audit_flags_cheats_not_honest_work(graded, assignment: str) -
     course, _ = graded[assignment]
     findings = audit(course, [assignment])
     flagged = {f.student for f in findings}
-    assert {"cheat", "crash"} <= flagged
+    assert {"cheat", "crash", "tamper"} <= flagged
     assert not flagged & {"solution", "untouched", "no-tests", "no-read-only-cells", "skipped", "chatty",
                           "pasted-cells", "no-metadata", "answers-moved"}
     whats = " ".join(f.what for f in findings if f.student == "cheat")

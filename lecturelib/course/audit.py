@@ -17,6 +17,8 @@ FILES = {
 }
 DYNAMIC = {"eval", "exec", "compile", "__import__", "importlib.import_module", "importlib.reload"}
 PATCHABLE = {"builtins", "__builtins__", "lecturelib", "torch", "numpy", "math", "operator", "sys", "IPython"}
+MODULES = {"sqlite3", "ctypes", "subprocess", "socket", "multiprocessing", "signal"}  # no exercise needs them
+WORDS = ("/proc", "gradebook", "nbgrader_config", ".ipynb", "autograded", "submitted/")  # places of grading
 DUNDERS = {"__eq__", "__ne__", "__index__", "__float__", "__int__", "__bool__", "__hash__", "__instancecheck__"}
 
 
@@ -61,7 +63,11 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             for a in node.names:
                 aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                if a.name.split(".")[0] in MODULES:
+                    found.append((node.lineno, f"imports {a.name}"))
         elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] in MODULES:
+                found.append((node.lineno, f"imports {node.module}"))
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
                 if node.module.split(".")[0] == "lecturelib" and a.name in asked:
@@ -78,6 +84,8 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for t in targets:
                 base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
+                if isinstance(base, ast.Call) and _dotted(base.func) in ("vars", "getattr") and base.args:
+                    base = base.args[0]  # vars(module)[name] = ...: the module's own namespace
                 name = resolve(_dotted(base)) if base is not None else ""
                 if isinstance(base, ast.Call) and _dotted(base.func) == "get_ipython":
                     name = "IPython"
@@ -95,6 +103,13 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
                 found.append((line, f"runs code the audit cannot read ({name})"))
             elif name in ("open", "pathlib.Path", "Path", "io.open") and any(_outside_path(a) for a in node.args):
                 found.append((line, "opens a path outside its folder"))
+            elif name in ("open", "io.open") and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) & set("wax+")
+                for a in node.args[1:2] + [k.value for k in node.keywords if k.arg == "mode"]
+            ):
+                found.append((line, "writes a file"))
+            elif name in ("os.readlink", "os.getppid"):
+                found.append((line, f"looks at other processes ({name})"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DUNDERS:
             found.append((line, f"defines {node.name}"))
         elif isinstance(node, ast.Attribute):
@@ -103,6 +118,10 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
                 found.append((line, f"calls lecturelib's reference {full}, the function it must write"))
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "builtins") and isinstance(node.ctx, ast.Load):
             found.append((line, "reaches into builtins"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words = [w for w in WORDS if w in node.value]
+            if words:
+                found.append((line, f"names a place of grading ({words[0]})"))
     return sorted(set(found))
 
 

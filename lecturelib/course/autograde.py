@@ -151,29 +151,38 @@ class Guard:
         with sqlite3.connect(self.db, timeout=120) as db:
             return db.execute(GRADE_ROWS).fetchall()
 
-    def verify(self, current: tuple[str, str], in_flight: set[tuple[str, str]]) -> list[str]:
-        """Put back what changed since the last check; the grades of `current` are its new baseline."""
-        problems = []
+    def verify(self, current: tuple[str, str], in_flight: set[tuple[str, str]]) -> dict[tuple[str, str], list[str]]:
+        """Put back what changed since the last check, and say so to every submission that was running then.
+
+        With several workers, the change happened while `current` or one of `in_flight` ran: each of them
+        is told, with the others named (`audit` then shows which one's code did it).
+        """
+        found = []
         changed = [p for p, data in self.files.items() if not p.exists() or p.read_bytes() != data]
         for p in changed:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(self.files[p])
         if changed:
-            problems.append(f"course files changed while it was graded (restored): {', '.join(p.name for p in changed)}")
+            found.append(f"(restored): {', '.join(p.name for p in changed)}")
         restore = []
         for gid, student, assignment, auto, manual, extra in self._rows():
-            old = self.grades.get(gid)
-            if old is None:
-                continue
-            mine_or_running = (student, assignment) == current or (student, assignment) in in_flight
-            if (manual, extra) != old[3:] or (not mine_or_running and auto != old[2]):
-                restore.append((old[2] if not mine_or_running else auto, old[3], old[4], gid))
+            # a row created since the last check: autograding never sets manual grades or extra credit
+            old = self.grades.get(gid, (student, assignment, auto, None, None))
+            running = (student, assignment) == current or (student, assignment) in in_flight
+            if (manual, extra) != old[3:] or (not running and auto != old[2]):
+                restore.append((auto if running else old[2], old[3], old[4], gid))
         if restore:
             with sqlite3.connect(self.db, timeout=120) as db:
                 db.executemany("update grade set auto_score=?, manual_score=?, extra_credit=? where id=?", restore)
-            problems.append(f"the gradebook changed while it was graded ({len(restore)} grades restored)")
+            found.append(f"({len(restore)} grades restored): the gradebook")
         self.grades.update({row[0]: row[1:] for row in self._rows() if (row[1], row[2]) == current})
-        return problems
+        suspects = {current} | in_flight
+        return {
+            s: [f"course files or grades changed while it was graded"
+                + (f" alongside {', '.join(sorted(o[0] for o in suspects - {s}))}" if len(suspects) > 1 else "")
+                + f" {what}" for what in found]
+            for s in suspects
+        } if found else {}
 
 
 def _ensure_gradebook(course: Course, assignments: list[str]) -> None:
@@ -211,6 +220,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     log_dir = course.root / "logs" / "autograde"
     log_dir.mkdir(parents=True, exist_ok=True)
     guard, in_flight = Guard(course), set()
+    told: dict[tuple[str, str], list[str]] = {}  # what the guard found while a submission was running
 
     def grade(pair: tuple[str, str]) -> Outcome:
         with guard.lock:
@@ -218,7 +228,9 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
         out = _grade_one(course, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir)
         with guard.lock:
             in_flight.discard(pair)
-            out.problems += guard.verify(pair, in_flight)
+            for suspect, problems in guard.verify(pair, in_flight).items():
+                told.setdefault(suspect, []).extend(problems)
+            out.problems += told.pop(pair, [])
         return out
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
