@@ -214,6 +214,18 @@ def make_class(course: Course, assignment: str) -> Plan:
     moved.cells.insert(setup, nbformat.v4.new_code_cell("\n\n".join(answers.values())))  # all answers in one cell
     submit(course, assignment, "answers-moved", {name: moved})
     plan.expected["answers-moved"] = plan.full
+    meddled = copy.deepcopy(solved)  # metadata edited to claim more: only the release's metadata counts
+    for cell in meddled.cells:
+        m = cell.metadata.get("nbgrader", {})
+        if is_test_cell(cell):
+            m["points"] = 100
+        elif m.get("solution"):
+            m.update(grade=True, points=50)
+    bonus = nbformat.v4.new_code_cell("print('bonus')", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "points": 1000, "grade_id": "bonus", "schema_version": 3}})
+    meddled.cells.append(bonus)
+    submit(course, assignment, "meddled-metadata", {name: meddled})
+    plan.expected["meddled-metadata"] = plan.full
     skipped = graded_answers[-1]  # an exercise skipped: its answer and its tests deleted
     gone = {skipped, *plan.tests_of[skipped]}
     without = edited(solved, {}, drop=lambda c: nbgrader_meta(c).get("grade_id") in gone)
@@ -312,7 +324,7 @@ def test_roundtrip_audit_flags_cheats_not_honest_work(graded, assignment: str) -
     flagged = {f.student for f in findings}
     assert {"cheat", "crash", "tamper"} <= flagged
     assert not flagged & {"solution", "untouched", "no-tests", "no-read-only-cells", "skipped", "chatty",
-                          "pasted-cells", "no-metadata", "answers-moved"}
+                          "pasted-cells", "no-metadata", "answers-moved", "meddled-metadata"}
     whats = " ".join(f.what for f in findings if f.student == "cheat")
     for expected in ("defines __eq__", "patches operator", "patches math", "patches IPython", "setattr()"):
         assert expected in whats

@@ -40,7 +40,8 @@ class RestoreMissingCells(NbGraderPreprocessor):
 
     nbgrader's add_missing_cells restores deleted test cells only after an answer cell the submission
     still has, and stops grading the whole submission otherwise (a skipped exercise: answer and test
-    deleted). Restoring from the release first covers every case, read-only setup cells included.
+    deleted). Restoring from the release first covers every case, read-only setup cells included. The
+    release's metadata also replaces the submission's, so edited points or cell kinds count for nothing.
     """
 
     release_directory = Unicode("", help="the folder of the student release (notebooks/)").tag(config=True)
@@ -51,9 +52,13 @@ class RestoreMissingCells(NbGraderPreprocessor):
         if not self.release_directory or not os.path.exists(path):
             return nb, resources
         release = read_notebook(path).cells
-        for cell in nb.cells:  # DeduplicateIds leaves {} on a pasted copy of a cell; nbgrader then fails
-            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"]:
-                del cell.metadata["nbgrader"]
+        managed = {nbgrader_meta(c)["grade_id"]: c for c in release if nbgrader_meta(c).get("grade_id")}
+        for cell in nb.cells:  # a cell's nbgrader metadata is the release's, never the submission's
+            twin = managed.get(nbgrader_meta(cell).get("grade_id"))
+            if twin is not None and twin.cell_type == cell.cell_type:
+                cell.metadata["nbgrader"] = copy.deepcopy(twin.metadata["nbgrader"])  # points, kind, checksum
+            elif "nbgrader" in cell.metadata:  # {} left by DeduplicateIds on a pasted copy, an invented
+                del cell.metadata["nbgrader"]  # grade cell, a cell whose type was changed: the student's own
         present = {nbgrader_meta(c).get("grade_id") for c in nb.cells} - {None}
         by_id = {c.get("id"): c for c in release if nbgrader_meta(c).get("grade_id") not in present}
         for cell in nb.cells:  # an editor dropped the metadata but kept the cell's id: it is that cell
