@@ -23,7 +23,7 @@ from lecturelib.course.audit import audit
 from lecturelib.course.autograde import Outcome, autograde
 from lecturelib.course.build import build
 from lecturelib.course.feedback import _plain, feedback, hidden_lines
-from lecturelib.course.layout import SOLUTION_MARKS, Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook
+from lecturelib.course.layout import Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = Course(ROOT).assignments()

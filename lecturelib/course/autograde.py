@@ -178,7 +178,7 @@ class Guard:
         self.grades.update({row[0]: row[1:] for row in self._rows() if (row[1], row[2]) == current})
         suspects = {current} | in_flight
         return {
-            s: [f"course files or grades changed while it was graded"
+            s: ["course files or grades changed while it was graded"
                 + (f" alongside {', '.join(sorted(o[0] for o in suspects - {s}))}" if len(suspects) > 1 else "")
                 + f" {what}" for what in found]
             for s in suspects
