@@ -1,4 +1,4 @@
-"""The command line: `python -m lecturelib params|flops|memory|kv-cache ... [--json]`."""
+"""The command line: `python -m lecturelib params|flops|memory|kv-cache|roofline ... [--json]`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from lecturelib.configs import ModelConfig, from_json, from_name
+from lecturelib.hardware import PEAKS, peak_bytes_per_s, peak_flop_per_s, roofline
 from lecturelib.flops import (
     forward_breakdown,
     forward_flops,
@@ -53,6 +54,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_number(text: str) -> float:
+    """argparse type: a positive, finite number (FLOPs and bytes may be written 2e12)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = _Parser(prog=PROG, description="Resource accounting for transformer models.")
@@ -79,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     kv.add_argument("--batch", type=_positive_int, required=True, metavar="B")
     kv.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
     kv.add_argument("--dtype", choices=list(DTYPE_BITS), required=True)
+    text = "where a kernel of F FLOPs moving B bytes sits on a device's roofline (datasheet peaks)"
+    roof = commands.add_parser("roofline", help=text, description=text)
+    roof.add_argument("--device", required=True, metavar="KEY",
+                      help=f"a device of hardware.PEAKS: {', '.join(sorted({key for key, _ in PEAKS}))}")
+    roof.add_argument("--dtype", required=True, metavar="DTYPE", help="fp32, tf32, bf16, fp16 or fp8 (as the device has)")
+    roof.add_argument("--flops", type=_positive_number, required=True, metavar="F")
+    roof.add_argument("--bytes", type=_positive_number, required=True, metavar="B", dest="n_bytes")
+    roof.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return parser
 
 
@@ -138,7 +158,26 @@ def _kv_cache(cfg: ModelConfig, args: argparse.Namespace) -> Result:
     }
 
 
-COMMANDS = {"params": _params, "flops": _flops, "memory": _memory, "kv-cache": _kv_cache}
+def _roofline(args: argparse.Namespace) -> Result:
+    peak, bandwidth = peak_flop_per_s(args.device, args.dtype), peak_bytes_per_s(args.device)
+    r = roofline(args.flops, args.n_bytes, peak_flop_per_s=peak, peak_bytes_per_s=bandwidth)
+    return {
+        "device": args.device,
+        "dtype": args.dtype,
+        "flops": int(args.flops) if args.flops.is_integer() else args.flops,
+        "bytes": int(args.n_bytes) if args.n_bytes.is_integer() else args.n_bytes,
+        "intensity": r.arithmetic_intensity_flop_per_byte,
+        "ridge_point": r.ridge_flop_per_byte,
+        "attainable_flop_per_s": r.attainable_flop_per_s,
+        "time_s": r.time_s,
+        "bound": r.bound,
+        "peak_flop_per_s": r.peak_flop_per_s,
+        "peak_bytes_per_s": r.peak_bytes_per_s,
+    }
+
+
+MODEL_COMMANDS = {"params": _params, "flops": _flops, "memory": _memory, "kv-cache": _kv_cache}
+COMMANDS = {"roofline": _roofline}  # commands that take no model
 
 
 def _rows(result: Mapping[str, object], prefix: str = "") -> list[tuple[str, object]]:
@@ -158,6 +197,8 @@ def _cell(key: str, value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         text = f"{value:,}"
         return f"{text}  ({value / 2**30:,.3f} GiB)" if key.endswith("bytes") else text
+    if isinstance(value, float):
+        return f"{value:.6g}"
     return str(value)
 
 
@@ -172,8 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on argv (default sys.argv[1:]); return the exit status (2 on bad input)."""
     try:
         args = build_parser().parse_args(argv)
-        cfg = _load_model(args)
-        result = COMMANDS[args.command](cfg, args)
+        if args.command in COMMANDS:
+            result = COMMANDS[args.command](args)
+        else:
+            result = MODEL_COMMANDS[args.command](_load_model(args), args)
     except (CLIError, ValueError) as error:
         message = " ".join(str(error).split())  # one line, whatever the message held
         print(f"{PROG}: error: {message}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -183,23 +184,59 @@ class Roofline:
     ridge_flop_per_byte: float  # intensity at which the two roofs meet: peak FLOP/s / bandwidth
     attainable_flop_per_s: float  # min(peak FLOP/s, intensity · bandwidth)
     bound: Literal["memory", "compute"]  # which roof limits it
+    time_s: float  # lower bound on the kernel's time: max(FLOPs / peak, bytes / bandwidth)
+    peak_flop_per_s: float  # the compute roof
+    peak_bytes_per_s: float  # the slope of the memory roof
+
+
+def _check_rates(peak_flop_per_s: float, peak_bytes_per_s: float) -> None:
+    for name, rate in (("peak_flop_per_s", peak_flop_per_s), ("peak_bytes_per_s", peak_bytes_per_s)):
+        if not math.isfinite(rate) or rate <= 0:
+            raise ValueError(f"{name} must be positive and finite, got {rate}")
 
 
 def arithmetic_intensity(flops: int, n_bytes: int) -> float:
     """FLOPs per byte moved."""
     if n_bytes <= 0:
         raise ValueError(f"n_bytes must be positive, got {n_bytes}")
+    if flops < 0:
+        raise ValueError(f"flops must be non-negative, got {flops}")
     return flops / n_bytes
+
+
+def ridge_point(peak_flop_per_s: float, peak_bytes_per_s: float) -> float:
+    """The intensity (FLOP/byte) where the memory roof meets the compute roof: peak / bandwidth."""
+    _check_rates(peak_flop_per_s, peak_bytes_per_s)
+    return peak_flop_per_s / peak_bytes_per_s
+
+
+def attainable_flop_per_s(intensity: float, peak_flop_per_s: float, peak_bytes_per_s: float) -> float:
+    """The roofline: min(peak FLOP/s, intensity · bandwidth)."""
+    _check_rates(peak_flop_per_s, peak_bytes_per_s)
+    if not intensity >= 0:
+        raise ValueError(f"intensity must be non-negative, got {intensity}")
+    return min(peak_flop_per_s, intensity * peak_bytes_per_s)
+
+
+def roofline_time_s(flops: int, n_bytes: int, peak_flop_per_s: float, peak_bytes_per_s: float) -> float:
+    """Lower bound on a kernel's time: max(FLOPs / peak, bytes / bandwidth) (compute and traffic overlap)."""
+    _check_rates(peak_flop_per_s, peak_bytes_per_s)
+    if flops < 0 or n_bytes < 0:
+        raise ValueError(f"flops and n_bytes must be non-negative, got {flops} and {n_bytes}")
+    return max(flops / peak_flop_per_s, n_bytes / peak_bytes_per_s)
 
 
 def roofline(flops: int, n_bytes: int, *, peak_flop_per_s: float, peak_bytes_per_s: float) -> Roofline:
     """The roofline of a kernel doing `flops` FLOPs over `n_bytes` of memory traffic."""
     intensity = arithmetic_intensity(flops, n_bytes)
-    memory_roof_flop_per_s = intensity * peak_bytes_per_s
+    ridge = ridge_point(peak_flop_per_s, peak_bytes_per_s)
     return Roofline(
         arithmetic_intensity_flop_per_byte=intensity,
-        ridge_flop_per_byte=peak_flop_per_s / peak_bytes_per_s,
-        attainable_flop_per_s=min(peak_flop_per_s, memory_roof_flop_per_s),
+        ridge_flop_per_byte=ridge,
+        attainable_flop_per_s=attainable_flop_per_s(intensity, peak_flop_per_s, peak_bytes_per_s),
         # at the ridge point both roofs are equal; call it compute-bound
-        bound="memory" if memory_roof_flop_per_s < peak_flop_per_s else "compute",
+        bound="memory" if intensity < ridge else "compute",
+        time_s=roofline_time_s(flops, n_bytes, peak_flop_per_s, peak_bytes_per_s),
+        peak_flop_per_s=peak_flop_per_s,
+        peak_bytes_per_s=peak_bytes_per_s,
     )

@@ -58,3 +58,43 @@ def relative_gap_figure(ks: Sequence[int], relative_gap: Sequence[float]) -> Fig
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def roofline_figure(
+    peak_flop_per_s: float,
+    memory_roofs_bytes_per_s: dict[str, float],
+    points: Sequence[tuple[str, float, float]] = (),
+    *,
+    title: str = "Roofline",
+) -> Figure:
+    """A roofline (log-log): the compute roof, one slanted roof per memory tier, and labelled (intensity, FLOP/s) points."""
+    if not math.isfinite(peak_flop_per_s) or peak_flop_per_s <= 0:
+        raise ValueError("peak_flop_per_s must be positive and finite")
+    if not memory_roofs_bytes_per_s or any(not math.isfinite(b) or b <= 0 for b in memory_roofs_bytes_per_s.values()):
+        raise ValueError("memory_roofs_bytes_per_s needs at least one positive, finite bandwidth")
+    for label, intensity, rate in points:
+        if not (math.isfinite(intensity) and intensity > 0 and math.isfinite(rate) and rate > 0):
+            raise ValueError(f"point {label!r} must have a positive, finite intensity and rate (log axes)")
+    ridges = [peak_flop_per_s / b for b in memory_roofs_bytes_per_s.values()]
+    xs = [i for _, i, _ in points] + ridges
+    lo, hi = min(xs) / 8, max(xs) * 8
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    for (name, bandwidth), ridge in zip(memory_roofs_bytes_per_s.items(), ridges):
+        ax.plot(grid, [min(peak_flop_per_s, x * bandwidth) for x in grid],
+                label=f"{name}: {bandwidth / 1e9:,.0f} GB/s (ridge {ridge:,.3g} FLOP/B)")
+    ax.axhline(peak_flop_per_s, color="black", linestyle="--", linewidth=0.8,
+               label=f"peak {peak_flop_per_s / 1e12:,.3g} TFLOP/s")
+    for label, intensity, rate in points:
+        ax.plot([intensity], [rate], "o")
+        ax.annotate(label, (intensity, rate), textcoords="offset points", xytext=(4, -10), fontsize="small")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig

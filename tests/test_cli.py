@@ -24,6 +24,7 @@ from lecturelib.params import n_params, non_embedding_params, param_breakdown
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_ARGS = ["memory", "--model", "gpt2-small", "--seq-len", "8"]
 KV_ARGS = ["kv-cache", "--batch", "1", "--seq-len", "8"]
+ROOF_ARGS = ["roofline", "--flops", "2e12", "--bytes", "1e9"]
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
@@ -163,6 +164,10 @@ def test_cli_table_flattens_breakdown(capsys: pytest.CaptureFixture[str]) -> Non
         ([*KV_ARGS, "--model", "llama2-7b", "--dtype", "fp12"], "invalid choice: 'fp12'"),
         ([*KV_ARGS, "--config", "/nonexistent/model.json", "--dtype", "fp16"], "cannot read config"),
         (["params"], "--model --config is required"),
+        (["roofline", "--flops", "1", "--device", "h100-sxm", "--dtype", "bf16", "--bytes", "0"], "expected a positive number, got 0"),
+        ([*ROOF_ARGS, "--device", "h100-sxm", "--dtype", "int3"], "no 'int3' peak for h100-sxm"),
+        ([*ROOF_ARGS, "--device", "tpu-v9", "--dtype", "bf16"], "unknown device 'tpu-v9'"),
+        (["roofline", "--flops", "-1", "--bytes", "8", "--device", "t4", "--dtype", "fp16"], "expected a positive number"),
         ([], "required"),
     ],
 )
@@ -174,6 +179,33 @@ def test_cli_bad_input_exits_2_with_one_line(
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("lecturelib: error: ")
     assert message in err
+
+
+def test_cli_roofline_h100_bf16(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, *ROOF_ARGS, "--device", "h100-sxm", "--dtype", "bf16")
+    assert result == {
+        "device": "h100-sxm",
+        "dtype": "bf16",
+        "flops": 2 * 10**12,
+        "bytes": 10**9,
+        "intensity": 2000.0,  # 2e12 FLOPs / 1e9 bytes
+        "ridge_point": 989.5e12 / 3.35e12,  # dense bf16 peak / HBM3 bandwidth ≈ 295 FLOP/byte
+        "attainable_flop_per_s": 989.5e12,  # 2000 > 295: the compute roof
+        "time_s": 2e12 / 989.5e12,  # max(F / peak, B / bandwidth) = F / peak
+        "bound": "compute",
+        "peak_flop_per_s": 989.5e12,
+        "peak_bytes_per_s": 3.35e12,
+    }
+
+
+def test_cli_roofline_memory_bound_elementwise(capsys: pytest.CaptureFixture[str]) -> None:
+    # fp32 add of 2**20 elements on an A100: 2**20 FLOPs over 3 · 4 · 2**20 bytes, intensity 1/12
+    result = run_json(capsys, "roofline", "--device", "a100-sxm-80gb", "--dtype", "fp32",
+                      "--flops", str(2**20), "--bytes", str(12 * 2**20))
+    assert result["bound"] == "memory"
+    assert result["intensity"] == 1 / 12
+    assert result["time_s"] == 12 * 2**20 / 2039e9
+    assert result["attainable_flop_per_s"] == 2039e9 / 12
 
 
 def test_cli_bad_config_json_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

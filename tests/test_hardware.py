@@ -13,13 +13,17 @@ from lecturelib.hardware import (
     GPU_NAMES,
     MEMORY_BANDWIDTH,
     PEAKS,
+    arithmetic_intensity,
+    attainable_flop_per_s,
     detect_device,
     gpu_key,
     measure_copy_bytes_per_s,
     measure_matmul_flop_per_s,
     peak_bytes_per_s,
     peak_flop_per_s,
+    ridge_point,
     roofline,
+    roofline_time_s,
 )
 
 REQUIRED_GPUS = ("h100-sxm", "h100-pcie", "h200", "a100-sxm-80gb", "l4", "t4")
@@ -163,3 +167,42 @@ def test_measure_copy_bytes_per_s_cuda_below_datasheet() -> None:
         pytest.skip(f"no datasheet bandwidth for {torch.cuda.get_device_name()}")
     measured = measure_copy_bytes_per_s(2**30, "cuda", min_run_time_s=0.2)  # 1 GiB: far above L2
     assert 0 < measured <= 1.05 * peak_bytes_per_s(key)
+
+
+def test_roofline_time_is_the_slower_of_compute_and_traffic() -> None:
+    # 1e12 FLOPs over 1e9 bytes on a 1e12 FLOP/s, 1e11 B/s device: compute 1 s, traffic 0.01 s
+    assert roofline_time_s(10**12, 10**9, 1e12, 1e11) == 1.0
+    # 1e9 FLOPs over 1e12 bytes: traffic 10 s dominates
+    assert roofline_time_s(10**9, 10**12, 1e12, 1e11) == 10.0
+    assert ridge_point(1e12, 1e11) == 10.0  # FLOP/byte
+    assert attainable_flop_per_s(0.5, 1e12, 1e11) == 5e10  # below the ridge: 0.5 · 1e11
+    assert attainable_flop_per_s(100.0, 1e12, 1e11) == 1e12  # above it: the peak
+    r = roofline(10**9, 10**12, peak_flop_per_s=1e12, peak_bytes_per_s=1e11)
+    assert (r.bound, r.time_s, r.peak_flop_per_s, r.peak_bytes_per_s) == ("memory", 10.0, 1e12, 1e11)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: ridge_point(0.0, 1e9),
+        lambda: ridge_point(1e12, -1.0),
+        lambda: attainable_flop_per_s(-1.0, 1e12, 1e9),
+        lambda: roofline_time_s(-1, 10, 1e12, 1e9),
+        lambda: roofline_time_s(1, 10, float("inf"), 1e9),
+        lambda: arithmetic_intensity(-5, 10),
+    ],
+)
+def test_roofline_helpers_reject_bad_input(call) -> None:
+    with pytest.raises(ValueError):
+        call()
+
+
+@given(
+    flops=st.integers(0, 10**15),
+    n_bytes=st.integers(1, 10**12),
+    peak=st.floats(1e9, 1e16),
+    bandwidth=st.floats(1e8, 1e13),
+)
+def test_roofline_time_times_attainable_rate_is_the_flops(flops: int, n_bytes: int, peak: float, bandwidth: float) -> None:
+    r = roofline(flops, n_bytes, peak_flop_per_s=peak, peak_bytes_per_s=bandwidth)
+    assert r.time_s * r.attainable_flop_per_s == pytest.approx(flops, rel=1e-9, abs=1e-9)

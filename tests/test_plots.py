@@ -64,3 +64,26 @@ def test_relative_gap_figure_draws_given_points():
 def test_relative_gap_figure_rejects_mismatched_lengths():
     with pytest.raises(ValueError):
         plots.relative_gap_figure([1, 2], [0.5])
+
+
+def test_roofline_figure_draws_roofs_and_points():
+    # peak 1e12 FLOP/s; DRAM 1e11 B/s (ridge 10), cache 1e12 B/s (ridge 1)
+    fig = plots.roofline_figure(1e12, {"DRAM": 1e11, "L2": 1e12}, [("add", 1 / 12, 8e9), ("mm", 100.0, 9e11)])
+    (ax,) = fig.axes
+    dram, cache, peak, add, mm = ax.lines
+    assert max(dram.get_ydata()) == 1e12 and min(dram.get_ydata()) == min(dram.get_xdata()) * 1e11
+    assert list(peak.get_ydata()) == [1e12, 1e12]
+    assert (list(add.get_xdata()), list(add.get_ydata())) == ([1 / 12], [8e9])
+    assert (list(mm.get_xdata()), list(mm.get_ydata())) == ([100.0], [9e11])
+    assert [t.get_text() for t in ax.texts] == ["add", "mm"]
+    lo, hi = ax.get_xlim()
+    assert lo <= 1 / 12 and hi >= 100.0  # every point and ridge in view
+
+
+@pytest.mark.parametrize(
+    ("peak", "roofs", "points"),
+    [(0.0, {"DRAM": 1e9}, []), (1e12, {}, []), (1e12, {"DRAM": -1.0}, []), (1e12, {"DRAM": 1e9}, [("x", 0.0, 1e9)])],
+)
+def test_roofline_figure_rejects_bad_input(peak, roofs, points):
+    with pytest.raises(ValueError):
+        plots.roofline_figure(peak, roofs, points)

@@ -18,6 +18,7 @@ from lecturelib.course.layout import (
     is_test_cell,
     iter_source_notebooks,
     make_solution,
+    nbgrader_env,
     nbgrader_meta,
     read_notebook,
     write_notebook,
@@ -100,7 +101,7 @@ def execute(nb: NotebookNode, cwd: Path, timeout_s: int = CELL_TIMEOUT_S) -> Not
     """Run every cell of a copy of `nb` in a fresh kernel, errors recorded, not raised."""
     ran = copy.deepcopy(nb)
     NotebookClient(ran, timeout=timeout_s, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(cwd)}}).execute()
+                   resources={"metadata": {"path": str(cwd)}}).execute(env=nbgrader_env())
     return ran
 
 

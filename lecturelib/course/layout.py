@@ -13,6 +13,8 @@ from pathlib import Path
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
+from lecturelib.runmode import QUICK_ENV
+
 SOLUTION_MARKS = ("### BEGIN SOLUTION", "### END SOLUTION")
 HIDDEN_MARKS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
@@ -80,9 +82,10 @@ class Course:
 
 
 def nbgrader_env() -> dict[str, str]:
-    """The environment nbgrader runs in: this interpreter's scripts first (it calls `alembic`), no warnings."""
+    """The environment nbgrader runs in: this interpreter's scripts first (it calls `alembic`), no warnings,
+    and quick measurements in the kernels it starts (nothing graded depends on their size)."""
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, "PATH": path, "PYTHONWARNINGS": "ignore"}
+    return {**os.environ, "PATH": path, "PYTHONWARNINGS": "ignore", QUICK_ENV: "1"}
 
 
 def iter_source_notebooks(course: Course) -> Iterator[tuple[str, Path]]:
