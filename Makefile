@@ -1,22 +1,40 @@
-# The two commands a new user needs (see README): `make lab` and `make test`.
-# Everything is installed into .venv from requirements.txt; nothing on the machine is assumed but python3.11.
-PYTHON ?= python3.11
+# The two commands a new user needs (see README): `make test` and `make lab`; instructors also `make instructor`.
+# Everything is installed into .venv from requirements.txt; the machine needs only Python 3.11, 3.12 or 3.13.
+
+# The interpreter: PYTHON=... if given, else the first of python3.11, python3.12, python3.13 that runs here.
+# (3.11 first: CI tests it, and the course machines keep a CPU build of torch for it on disk.)
+PYTHON ?= $(firstword $(foreach p,python3.11 python3.12 python3.13,$(shell $(p) -c "" 2>/dev/null && echo $(p))))
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu installs PyTorch's CPU-only build (no CUDA wheels).
+TORCH_INDEX ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TORCH_PIN := $(shell grep -o '^torch==[^ ]*' requirements.txt)
 
-.PHONY: lab test setup
+# Every recipe runs with the venv's programs first on PATH (nbgrader calls `alembic` by name): no activation needed.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+.PHONY: lab instructor test setup
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
+	@test -n "$(PYTHON)" || { echo "make: no python3.11, python3.12 or python3.13 runs here; install one, or run: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --index-url $(TORCH_INDEX) $(TORCH_PIN))
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Students: JupyterLab on the released notebooks, nbgrader's Validate button included.
+# Students: JupyterLab on the released notebooks, the student's view only (jupyter/student: Validate, no
+# instructor tools). It keeps the terminal until you stop it with Ctrl-C.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+	JUPYTER_CONFIG_DIR=$(CURDIR)/jupyter/student $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
+
+# Instructors: JupyterLab at the course root with Formgrader; MathJax served locally (jupyter/share).
+instructor: $(STAMP)
+	mkdir -p exchange
+	JUPYTER_PATH=$(CURDIR)/jupyter/share $(VENV)/bin/jupyter lab --notebook-dir=. $(ALLOW_ROOT)
 
 # Everyone and CI: the whole suite (lecturelib, notebooks, the autograding round trip) on both cores.
 test: $(STAMP)

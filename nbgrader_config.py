@@ -28,6 +28,9 @@ c.CourseDirectory.course_id = "resource-accounting"
 c.CourseDirectory.source_directory = "source"  # instructors edit only these masters
 c.CourseDirectory.release_directory = "notebooks"  # the student release, generated and committed
 # submitted/, autograded/, feedback/ and gradebook.db keep their defaults in the root; .gitignore keeps them out of git.
+# The exchange (nbgrader release_assignment / collect on one machine): a folder of the course, made by
+# `make instructor`. With JupyterHub, set it to the shared exchange every user can write (see README).
+c.Exchange.root = os.path.join(here, "exchange")
 # Several autograde workers share the gradebook: wait for its lock instead of failing at once.
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db") + "?timeout=120"
 
