@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -33,8 +35,10 @@ class Peak:
 
 # Datasheets. NVIDIA marks tensor-core figures "with sparsity" (2:4 structured sparsity); every figure
 # below is dense, i.e. half of the marked figure. fp32 is the non-tensor-core (CUDA core) rate.
-_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
-_H100_PCIE = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
+_H100 = "https://www.nvidia.com/en-us/data-center/h100/"  # the product page lists H100 SXM and H100 NVL
+# The product page and the current H100 datasheet no longer list the PCIe card; its figures are in NVIDIA's
+# "H100 PCIe GPU Product Brief", PB-11133-001_v02 (November 2022), table of specifications.
+_H100_PCIE = "https://www.nvidia.com/content/dam/en-zz/Solutions/gtcs22/data-center/h100/PB-11133-001_v01.pdf"
 _H200 = "https://www.nvidia.com/en-us/data-center/h200/"
 _A100 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
 _L4 = "https://www.nvidia.com/en-us/data-center/l4/"
@@ -240,3 +244,109 @@ def roofline(flops: int, n_bytes: int, *, peak_flop_per_s: float, peak_bytes_per
         peak_flop_per_s=peak_flop_per_s,
         peak_bytes_per_s=peak_bytes_per_s,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: the vector units of one core, and its clock (Linux /proc/cpuinfo and sysfs)
+
+
+@dataclass(frozen=True)
+class CpuVectorUnits:
+    """What one core can issue per cycle, read off its instruction-set flags: a ceiling, not a prediction."""
+
+    isa: str  # the widest floating-point vector extension found: "AVX-512", "AVX2+FMA", "AVX", "SSE2", "NEON"
+    vector_bits: int  # width of one vector register
+    fma: bool  # fused multiply-add instructions (2 FLOPs each) or separate multiply and add
+    units: int  # vector FMA (or multiply + add) pipes per core assumed: the most cores of this ISA have
+    flop_per_cycle_fp32: int  # units × (vector_bits / 32 lanes) × 2 FLOPs
+
+
+# (flag, ISA, vector bits, fused multiply-add, pipes): the first flag present wins. Pipes: x86 cores with AVX2
+# have two 256-bit FMA units; AVX-512 cores have two 512-bit units at most (some have one, and AMD Zen 4
+# runs a 512-bit FMA as two halves on 256-bit units), so 2 × 16 lanes × 2 = 64 FLOP/cycle is a ceiling that
+# such a core may reach or halve. Sources: Intel 64 and IA-32 Architectures Optimization Reference Manual;
+# AMD Software Optimization Guide for the Zen 4 microarchitecture. aarch64: 128-bit NEON, 2 pipes assumed.
+_VECTOR_FLAGS: tuple[tuple[str, str, int, bool, int], ...] = (
+    ("avx512f", "AVX-512", 512, True, 2),
+    ("fma", "AVX2+FMA", 256, True, 2),
+    ("avx", "AVX", 256, False, 2),  # no FMA: one multiply pipe and one add pipe, 8 lanes each
+    ("sse2", "SSE2", 128, False, 2),
+    ("asimd", "NEON", 128, True, 2),
+)
+
+
+def cpu_vector_units(cpuinfo: str | None = None) -> CpuVectorUnits | None:
+    """The vector units of this CPU from the flags in /proc/cpuinfo (or `cpuinfo` text); None where unknown."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):  # x86 / aarch64
+            flags.update(value.split())
+            break
+    for flag, isa, bits, fma, units in _VECTOR_FLAGS:
+        if flag in flags:
+            # an FMA is 2 FLOPs per lane; without FMA the multiply pipe and the add pipe do 1 each
+            per_lane = 2 if fma else 1
+            return CpuVectorUnits(isa, bits, fma, units, units * (bits // 32) * per_lane)
+    return None
+
+
+def cpu_clock_hz(sysfs: str = "/sys/devices/system/cpu", cpuinfo: str | None = None) -> tuple[float, str] | None:
+    """The highest clock this CPU reports, and where it was read; None where neither source exists."""
+    # cpufreq's cpuinfo_max_freq is the boost clock (kHz); virtual machines often have no cpufreq and report
+    # only the nominal clock in /proc/cpuinfo's "cpu MHz", below what the core reaches under boost.
+    freqs = []
+    for path in glob.glob(os.path.join(sysfs, "cpu[0-9]*", "cpufreq", "cpuinfo_max_freq")):
+        try:
+            with open(path, encoding="ascii") as file:
+                freqs.append(int(file.read().strip()) * 1e3)
+        except (OSError, ValueError):
+            continue
+    if freqs:
+        return max(freqs), "cpufreq cpuinfo_max_freq (the boost clock)"
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
+    mhz = [float(v) for k, _, v in (ln.partition(":") for ln in cpuinfo.splitlines()) if k.strip() == "cpu MHz"]
+    return (max(mhz) * 1e6, "/proc/cpuinfo cpu MHz (the clock reported now; boost may be higher)") if mhz else None
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: streaming multiprocessors, L2, and how a matmul's output tiles fill them
+
+
+# SMs and L2 cache per device key. H100 SXM5 132 SMs, H100 PCIe 114 SMs, both 50 MB of L2 (NVIDIA H100
+# PCIe product brief, and the Hopper architecture whitepaper's comparison tables:
+# https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper); A100 108 SMs and 40 MB of L2
+# (NVIDIA Ampere GA100 whitepaper: https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf).
+# Other devices: read torch.cuda.get_device_properties() on the GPU itself.
+GPU_SMS: dict[str, int] = {"h100-sxm": 132, "h100-pcie": 114, "a100-sxm-80gb": 108}
+GPU_L2_BYTES: dict[str, int] = {"h100-sxm": 50 * 2**20, "h100-pcie": 50 * 2**20, "a100-sxm-80gb": 40 * 2**20}
+
+
+def gemm_tiles(m: int, n: int, tile_m: int = 128, tile_n: int = 128) -> int:
+    """Output tiles of an (m, n) result cut into tile_m × tile_n blocks, each computed by one thread block."""
+    if min(m, n, tile_m, tile_n) <= 0:
+        raise ValueError(f"sizes must be positive, got m={m}, n={n}, tile {tile_m}x{tile_n}")
+    return math.ceil(m / tile_m) * math.ceil(n / tile_n)
+
+
+def tile_efficiency(m: int, n: int, tile_m: int = 128, tile_n: int = 128) -> float:
+    """Share of the tiles' work that is useful: partial tiles at the edges waste the rest (tile quantization)."""
+    return m * n / (gemm_tiles(m, n, tile_m, tile_n) * tile_m * tile_n)
+
+
+def wave_efficiency(tiles: int, n_sms: int) -> float:
+    """Share of SM-slots busy when `tiles` run one per SM in waves: a last partial wave idles the rest (wave quantization)."""
+    if tiles <= 0 or n_sms <= 0:
+        raise ValueError(f"tiles and n_sms must be positive, got {tiles} and {n_sms}")
+    return tiles / (math.ceil(tiles / n_sms) * n_sms)

@@ -98,3 +98,35 @@ def roofline_figure(
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def fixed_cost_figure(
+    sizes: Sequence[int],
+    seconds: Sequence[float],
+    work: Sequence[float],
+    *,
+    fixed_s: float,
+    rate_per_s: float,
+    title: str = "Time per call: a fixed cost plus work at one rate",
+) -> Figure:
+    """Measured time against size (log-log) with the fit t = fixed + work / rate and its two asymptotes."""
+    _check_series(sizes, seconds, "sizes", "seconds")
+    if len(work) != len(sizes) or any(not math.isfinite(x) or x <= 0 for x in work):
+        raise ValueError("work must hold one positive, finite amount per size")
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0 and math.isfinite(fixed_s)):
+        raise ValueError("rate_per_s must be positive and fixed_s finite")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.plot(sizes, seconds, "o", label="measured (median)")
+    ax.plot(sizes, [fixed_s + x / rate_per_s for x in work], "-", label="fit: fixed + work / rate")
+    ax.plot(sizes, [x / rate_per_s for x in work], ":", color="gray", label=f"work at {rate_per_s:.3g}/s")
+    if fixed_s > 0:
+        ax.axhline(fixed_s, color="gray", linestyle="--", linewidth=0.8, label=f"fixed {fixed_s * 1e6:.3g} µs")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("n")
+    ax.set_ylabel("seconds per call")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -44,7 +44,7 @@ def benchmark(
     """Time a no-argument callable: warm up, then torch.utils.benchmark's blocked_autorange."""
     if min_run_time_s <= 0:
         raise ValueError(f"min_run_time_s must be positive, got {min_run_time_s}")
-    for _ in range(warmup):  # first calls pay for allocation, cuBLAS handles, kernel selection
+    for _ in range(warmup):  # first calls pay for allocation, cuBLAS handle and workspace creation, lazy CUDA module loading
         fn()
     _synchronize()
     # Timer's default timer synchronizes the accelerator (torch.accelerator.synchronize) before reading
@@ -73,6 +73,40 @@ def format_timing(timing: Timing, label: str = "") -> str:
         f"{prefix}{timing.median_s * 1e3:.3f} ms median, IQR {timing.iqr_s * 1e3:.3f} ms "
         f"({timing.n_runs} runs × {timing.number_per_run} calls, {timing.device})"
     )
+
+
+@dataclass(frozen=True)
+class FixedCostFit:
+    """t(work) = fixed_s + work / rate_per_s, fitted to measured times: the per-call cost and the sustained rate."""
+
+    fixed_s: float  # seconds every call pays whatever its size (Python, dispatch, launch)
+    rate_per_s: float  # work per second once the fixed cost is paid (e.g. FLOP/s)
+    max_relative_error: float  # largest |fit − measured| / measured over the points: how well one rate explains them
+
+
+def fit_fixed_cost(work: Sequence[float], seconds: Sequence[float]) -> FixedCostFit:
+    """Least squares on relative error of t = t0 + work / rate over measured (work, seconds) pairs."""
+    # minimize Σ ((t0 + b·x_i − t_i) / t_i)², b = 1/rate: linear in (t0, b); weights 1/t_i² make a 1 µs call
+    # count as much as a 1 s one. Closed form of the 2×2 normal equations.
+    if len(work) != len(seconds) or len(work) < 2:
+        raise ValueError(f"need at least two (work, seconds) pairs of equal length, got {len(work)} and {len(seconds)}")
+    if any(not (t > 0) for t in seconds) or any(not (x >= 0) for x in work):
+        raise ValueError("seconds must be positive and work non-negative")
+    w = [1 / t**2 for t in seconds]
+    sw = sum(w)
+    sx = sum(wi * x for wi, x in zip(w, work))
+    sxx = sum(wi * x * x for wi, x in zip(w, work))
+    st = sum(wi * t for wi, t in zip(w, seconds))
+    sxt = sum(wi * x * t for wi, x, t in zip(w, work, seconds))
+    det = sw * sxx - sx * sx
+    if det <= 0:
+        raise ValueError("work must take at least two different values")
+    b = (sw * sxt - sx * st) / det
+    t0 = (st - b * sx) / sw
+    if not b > 0:
+        raise ValueError("the times do not grow with the work: no positive rate fits them")
+    error = max(abs(t0 + b * x - t) / t for x, t in zip(work, seconds))
+    return FixedCostFit(fixed_s=t0, rate_per_s=1 / b, max_relative_error=error)
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lecturelib.hardware import (
+    GPU_L2_BYTES,
     GPU_NAMES,
+    GPU_SMS,
     MEMORY_BANDWIDTH,
     PEAKS,
     arithmetic_intensity,
     attainable_flop_per_s,
+    cpu_clock_hz,
+    cpu_vector_units,
     detect_device,
+    gemm_tiles,
     gpu_key,
     measure_copy_bytes_per_s,
     measure_matmul_flop_per_s,
@@ -24,6 +29,8 @@ from lecturelib.hardware import (
     ridge_point,
     roofline,
     roofline_time_s,
+    tile_efficiency,
+    wave_efficiency,
 )
 
 REQUIRED_GPUS = ("h100-sxm", "h100-pcie", "h200", "a100-sxm-80gb", "l4", "t4")
@@ -206,3 +213,56 @@ def test_roofline_helpers_reject_bad_input(call) -> None:
 def test_roofline_time_times_attainable_rate_is_the_flops(flops: int, n_bytes: int, peak: float, bandwidth: float) -> None:
     r = roofline(flops, n_bytes, peak_flop_per_s=peak, peak_bytes_per_s=bandwidth)
     assert r.time_s * r.attainable_flop_per_s == pytest.approx(flops, rel=1e-9, abs=1e-9)
+
+
+CPUINFO_ZEN4 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu MHz\t\t: 2596.146\nflags\t\t: fpu sse2 avx fma avx2 avx512f avx512bw\n"
+CPUINFO_HASWELL = "processor\t: 0\ncpu MHz\t\t: 3400.000\nflags\t\t: fpu sse2 avx fma avx2\n"
+CPUINFO_SANDY = "processor\t: 0\nflags\t\t: fpu sse2 avx\n"
+CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes\n"
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "isa", "flop_per_cycle"),
+    [
+        (CPUINFO_ZEN4, "AVX-512", 64),  # 2 units × 16 lanes × 2
+        (CPUINFO_HASWELL, "AVX2+FMA", 32),  # 2 units × 8 lanes × 2
+        (CPUINFO_SANDY, "AVX", 16),  # a multiply pipe and an add pipe × 8 lanes
+        (CPUINFO_ARM, "NEON", 16),  # 2 pipes × 4 lanes × 2
+    ],
+)
+def test_cpu_vector_units_from_flags(cpuinfo: str, isa: str, flop_per_cycle: int) -> None:
+    units = cpu_vector_units(cpuinfo)
+    assert units is not None and (units.isa, units.flop_per_cycle_fp32) == (isa, flop_per_cycle)
+
+
+def test_cpu_vector_units_unknown() -> None:
+    assert cpu_vector_units("processor\t: 0\nflags\t\t: fpu\n") is None
+
+
+def test_cpu_clock_prefers_cpufreq_max(tmp_path) -> None:
+    for cpu, khz in (("cpu0", "3700000"), ("cpu1", "3500000")):
+        (tmp_path / cpu / "cpufreq").mkdir(parents=True)
+        (tmp_path / cpu / "cpufreq" / "cpuinfo_max_freq").write_text(khz + "\n")
+    assert cpu_clock_hz(str(tmp_path), CPUINFO_ZEN4) == (3.7e9, "cpufreq cpuinfo_max_freq (the boost clock)")
+    hz, source = cpu_clock_hz(str(tmp_path / "none"), CPUINFO_ZEN4)
+    assert hz == pytest.approx(2.596146e9) and "cpu MHz" in source
+    assert cpu_clock_hz(str(tmp_path / "none"), "processor\t: 0\n") is None
+
+
+def test_gemm_tiles_and_quantization_h100_n1024() -> None:
+    # 1024 x 1024 output in 128 x 128 tiles: 8 x 8 = 64 tiles for 132 SMs: one partial wave, 64/132 busy
+    assert gemm_tiles(1024, 1024) == 64
+    assert wave_efficiency(64, GPU_SMS["h100-sxm"]) == 64 / 132
+    assert tile_efficiency(1024, 1024) == 1.0
+    # 1000 x 1000: still 64 tiles, but the edge tiles are partly empty: 1000² / (64 · 128²)
+    assert gemm_tiles(1000, 1000) == 64 and tile_efficiency(1000, 1000) == 1_000_000 / (64 * 128 * 128)
+    # 4096²: 1024 tiles = 7 full waves + 100 tiles: 1024 / (8 · 132)
+    assert wave_efficiency(gemm_tiles(4096, 4096), 132) == 1024 / 1056
+
+
+def test_gpu_tables_cover_the_same_devices() -> None:
+    assert set(GPU_SMS) == set(GPU_L2_BYTES) <= set(MEMORY_BANDWIDTH)
+    with pytest.raises(ValueError):
+        wave_efficiency(0, 132)
+    with pytest.raises(ValueError):
+        gemm_tiles(0, 5)

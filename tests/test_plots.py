@@ -87,3 +87,22 @@ def test_roofline_figure_draws_roofs_and_points():
 def test_roofline_figure_rejects_bad_input(peak, roofs, points):
     with pytest.raises(ValueError):
         plots.roofline_figure(peak, roofs, points)
+
+
+def test_fixed_cost_figure_draws_points_fit_and_asymptotes():
+    sizes, work = [8, 64, 512], [2 * 8**3, 2 * 64**3, 2 * 512**3]
+    seconds = [2e-6 + x / 1e10 for x in work]
+    fig = plots.fixed_cost_figure(sizes, seconds, work, fixed_s=2e-6, rate_per_s=1e10)
+    (ax,) = fig.axes
+    measured, fit, rate_only, fixed = ax.lines
+    assert list(measured.get_ydata()) == seconds
+    assert list(fit.get_ydata()) == pytest.approx(seconds)  # the exact line goes through every point
+    assert list(rate_only.get_ydata()) == [x / 1e10 for x in work]
+    assert list(fixed.get_ydata()) == [2e-6, 2e-6]
+
+
+def test_fixed_cost_figure_rejects_bad_input():
+    with pytest.raises(ValueError):
+        plots.fixed_cost_figure([8, 16], [1e-6, 2e-6], [1.0], fixed_s=0.0, rate_per_s=1e9)
+    with pytest.raises(ValueError):
+        plots.fixed_cost_figure([8], [1e-6], [1.0], fixed_s=0.0, rate_per_s=0.0)

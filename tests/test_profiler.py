@@ -11,6 +11,7 @@ from lecturelib.profiler import (
     MemoryProfiler,
     Timing,
     benchmark,
+    fit_fixed_cost,
     format_snapshots,
     format_timing,
     memory_snapshot,
@@ -127,3 +128,32 @@ def test_memory_snapshot_cuda_counts_allocated_bytes() -> None:
     after = memory_snapshot("after")
     assert after.gpu_allocated_bytes - before.gpu_allocated_bytes == 4 * MIB  # type: ignore[operator]
     del x
+
+
+def test_fit_fixed_cost_recovers_exact_line() -> None:
+    # t = 5 µs + work / 1e10: at work 0, 1e5, 1e6, 1e8 the times are 5 µs, 15 µs, 105 µs, 10.005 ms
+    work = [0.0, 1e5, 1e6, 1e8]
+    seconds = [5e-6 + x / 1e10 for x in work]
+    fit = fit_fixed_cost(work, seconds)
+    assert fit.fixed_s == pytest.approx(5e-6, rel=1e-9)
+    assert fit.rate_per_s == pytest.approx(1e10, rel=1e-9)
+    assert fit.max_relative_error == pytest.approx(0.0, abs=1e-9)
+
+
+def test_fit_fixed_cost_weighs_small_and_large_times_alike() -> None:
+    # 10 % noise on the largest time must not swamp the 1 µs fixed cost seen at small sizes
+    work = [1e2, 1e3, 1e4, 1e9]
+    seconds = [1e-6 + x / 1e9 for x in work]
+    seconds[-1] *= 1.1
+    fit = fit_fixed_cost(work, seconds)
+    assert fit.fixed_s == pytest.approx(1e-6, rel=0.05)
+    assert 0.9e9 < fit.rate_per_s < 1e9
+
+
+@pytest.mark.parametrize(
+    ("work", "seconds"),
+    [([1.0], [1.0]), ([1.0, 2.0], [1.0]), ([1.0, 1.0], [1.0, 2.0]), ([1.0, 2.0], [0.0, 1.0]), ([1.0, 2.0], [2.0, 1.0])],
+)
+def test_fit_fixed_cost_rejects_unfittable_input(work, seconds) -> None:
+    with pytest.raises(ValueError):
+        fit_fixed_cost(work, seconds)
