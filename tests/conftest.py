@@ -6,3 +6,16 @@ from hypothesis import settings
 # Derandomized: the same examples every run, so a red CI is reproducible and main stays green.
 settings.register_profile("course", deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("course")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    """List the browser tests' screenshots, one line a file, so that CI's log shows where they are."""
+    import os
+    from pathlib import Path
+
+    folder = Path(os.environ.get("BROWSER_SCREENSHOTS", Path(__file__).resolve().parents[1] / "browser-screenshots"))
+    shots = sorted(folder.glob("*.png")) if folder.is_dir() else []
+    if shots:
+        terminalreporter.section("browser screenshots")
+        for path in shots:
+            terminalreporter.write_line(f"screenshot: {path}")

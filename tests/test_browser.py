@@ -1,0 +1,333 @@
+"""The course in a real browser: the student's and the instructor's flows in JupyterLab, driven by Playwright.
+
+A headless Chromium (the system's: nothing downloads a browser) drives JupyterLab servers started on free
+localhost ports with a token. The student's server is the one `make lab` starts (jupyter/student); the
+instructor's the one `make instructor` starts (jupyter/share). Kernels run with LECTURELIB_QUICK=1, as the
+autograder's do, so a notebook runs in seconds. Screenshots of every step go to browser-screenshots/ (or
+$BROWSER_SCREENSHOTS); the test session lists them at its end, one line a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lecturelib.course.feedback import _plain, hidden_lines
+from lecturelib.course.layout import Course, fill_answers, nbgrader_meta, read_notebook, write_notebook
+from lecturelib.runmode import QUICK_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+ASSIGNMENTS = Course(ROOT).assignments()
+PILOT = "02_matmul_flops" if "02_matmul_flops" in ASSIGNMENTS else (ASSIGNMENTS or [""])[0]
+SHOTS = Path(os.environ.get("BROWSER_SCREENSHOTS", ROOT / "browser-screenshots"))
+
+
+def _chromium() -> str | None:
+    """The system Chromium: $CHROMIUM, else the first of chromium, chromium-browser, google-chrome on PATH."""
+    found = os.environ.get("CHROMIUM") or next(
+        (p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    return found if found and os.access(found, os.X_OK) else None
+
+
+CHROMIUM = _chromium()
+try:
+    from playwright.sync_api import Page, sync_playwright
+except ImportError:  # pragma: no cover - requirements.txt pins playwright
+    sync_playwright = None  # type: ignore[assignment]
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or sync_playwright is None,
+    reason="browser tests skipped: no Chromium found (apt-get install chromium, or set CHROMIUM=/path/to/chrome)",
+)
+# Chromium as root in a container, with no network to talk to (see README, "Browser tests")
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+TIMEOUT_MS = 180_000  # one notebook's Run All or Validate on a loaded 2-core machine
+
+# The open notebook as JupyterLab's own objects see it (JupyterLab started with expose_app_in_browser).
+NOTEBOOK_STATE = """() => {
+  const app = window.jupyterapp; if (!app) return null;
+  const w = app.shell.currentWidget; if (!w || !w.context || !w.sessionContext || !w.content) return null;
+  const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
+  const code = w.content.widgets.filter(c => c.model.type === 'code');
+  const out = {path: w.context.path, ready: w.context.isReady && !!kernel, status: kernel ? kernel.status : null,
+               pending: code.filter(c => c.model.executionCount === null || c.model.executionState === 'running').length,
+               errors: [], images: 0, widgets: 0};
+  code.forEach((c, i) => { for (const o of c.model.outputs.toJSON()) {
+    if (o.output_type === 'error') out.errors.push(`cell ${i}: ${o.ename}: ${o.evalue}`.slice(0, 300));
+    if (o.data && o.data['image/png']) out.images++;
+    if (o.data && o.data['application/vnd.jupyter.widget-view+json']) out.widgets++; } });
+  return out;
+}"""
+IMAGE_SOURCES = "() => Array.from(document.querySelectorAll('.jp-OutputArea-output img')).map(e => e.src)"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def jupyter_lab(root: Path, env: dict[str, str], log: Path) -> Iterator[tuple[str, str]]:
+    """A JupyterLab server on a free port with a token, serving `root`; yields (base URL, token)."""
+    port, token = _free_port(), secrets.token_hex(16)
+    cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--ServerApp.root_dir={root}", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           "--LabApp.expose_app_in_browser=True"] + (["--allow-root"] if os.geteuid() == 0 else [])
+    full_env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", QUICK_ENV: "1"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"JupyterLab did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield base, token
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():  # type: ignore[no-untyped-def]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def shot(page: Page, name: str) -> None:
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+
+
+def open_notebook(page: Page, base: str, token: str, path: str) -> dict:
+    """Open a notebook in a fresh workspace and wait until its kernel is idle; its state."""
+    page.goto(f"{base}/lab/workspaces/w{secrets.token_hex(4)}/tree/{path}?token={token}&reset")
+    page.wait_for_function(
+        f"(p) => {{ const s = ({NOTEBOOK_STATE})(); return s && s.path === p && s.ready && s.status === 'idle'; }}",
+        arg=path, timeout=TIMEOUT_MS)
+    return page.evaluate(NOTEBOOK_STATE)
+
+
+def run_all(page: Page) -> dict:
+    """Kernel → Run All Cells, then wait until every code cell has run and the kernel is idle; the state."""
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(
+        f"() => {{ const s = ({NOTEBOOK_STATE})(); return s.pending === 0 && s.status === 'idle'; }}", timeout=TIMEOUT_MS)
+    page.wait_for_timeout(500)  # let the last outputs render
+    return page.evaluate(NOTEBOOK_STATE)
+
+
+def move_a_widget(page: Page) -> bool:
+    """Move the first slider (or pick another option of the first dropdown); True if a figure changed after it."""
+    before = page.evaluate(IMAGE_SOURCES)
+    slider, dropdown = page.locator(".jp-OutputArea-output .noUi-handle"), page.locator(".jp-OutputArea-output select")
+    if slider.count():
+        handle = slider.first
+        handle.scroll_into_view_if_needed()
+        handle.focus()
+        handle.press("End" if handle.get_attribute("aria-valuenow") != handle.get_attribute("aria-valuemax") else "Home")
+    elif dropdown.count():
+        options = dropdown.first.locator("option").all_inner_texts()
+        current = dropdown.first.input_value()
+        dropdown.first.select_option(label=next(o for o in options if o != current))
+    else:
+        return False
+    page.wait_for_function(f"(b) => ({IMAGE_SOURCES})().join() !== b.join()", arg=before, timeout=60_000)
+    return True
+
+
+def validate(page: Page) -> tuple[str, str]:
+    """Press nbgrader's Validate button; (class of the message, its text)."""
+    page.get_by_role("button", name="Validate").click()
+    message = page.locator("#validation-message")
+    message.wait_for(timeout=TIMEOUT_MS)
+    return message.get_attribute("class") or "", message.inner_text()
+
+
+def close_dialog(page: Page) -> None:
+    page.keyboard.press("Escape")
+    page.locator(".jp-Dialog").wait_for(state="detached", timeout=10_000)
+
+
+# ---------------------------------------------------------------------------------------------
+# The student: every notebook, solved and untouched
+
+
+@pytest.fixture(scope="module")
+def student_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The student's JupyterLab (jupyter/student) on a copy of the release: each notebook solved, and untouched."""
+    root = tmp_path_factory.mktemp("student")
+    for assignment in ASSIGNMENTS:
+        for master in Course(ROOT).source_notebooks(assignment):
+            release = read_notebook(ROOT / "notebooks" / assignment / master.name)
+            write_notebook(fill_answers(release, read_notebook(master)), root / assignment / master.name)
+            write_notebook(release, root / assignment / "untouched" / master.name)
+    env = {"JUPYTER_CONFIG_DIR": str(ROOT / "jupyter" / "student")}
+    with jupyter_lab(root, env, root / "lab.log") as server:
+        yield server
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_browser_student_runs_and_validates_each_notebook(browser, student_lab, assignment: str) -> None:
+    base, token = student_lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        for master in Course(ROOT).source_notebooks(assignment):
+            path = f"{assignment}/{master.name}"
+            open_notebook(page, base, token, path)
+            assert page.get_by_text("Nbgrader", exact=True).count() == 0  # the student's view: no instructor menu
+            state = run_all(page)
+            shot(page, f"student-{assignment}-1-ran")
+            assert state["errors"] == [], state["errors"]
+            rendered = page.locator(".jp-OutputArea-output img").count()
+            assert state["images"] >= 1 and rendered == state["images"], (state["images"], rendered)
+            assert page.get_by_text("Error displaying widget").count() == 0
+            if state["widgets"]:
+                assert page.locator(".jp-OutputArea-output .jupyter-widgets").count() >= state["widgets"]
+                assert move_a_widget(page), "a widget is shown but no control moved a figure"
+                shot(page, f"student-{assignment}-2-widget-moved")
+            kind, text = validate(page)
+            shot(page, f"student-{assignment}-3-validated")
+            assert "validation-success" in kind and "Success! Your notebook passes all the tests." in text, text[:500]
+            close_dialog(page)
+
+            open_notebook(page, base, token, f"{assignment}/untouched/{master.name}")
+            kind, text = validate(page)
+            shot(page, f"student-{assignment}-4-untouched-validated")
+            assert "validation-failed" in kind, text[:500]
+            close_dialog(page)
+    finally:
+        page.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The instructor: Formgrader, manual grading, feedback
+
+
+@pytest.fixture(scope="module")
+def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Course, str, str]]:
+    """A course with every assignment, one solved and one blank submission of the pilot, autograded by the course command."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy2(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "source", root / "source")
+    course = Course(root)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    run = lambda *args: subprocess.run([sys.executable, "-m", "lecturelib.course", *args], cwd=root, env=env,
+                                       capture_output=True, text=True, timeout=900)
+    assert run("build").returncode == 0
+    (master,) = course.source_notebooks(PILOT)
+    release = read_notebook(course.release / PILOT / master.name)
+    write_notebook(fill_answers(release, read_notebook(master)), course.submitted / "solved" / PILOT / master.name)
+    write_notebook(release, course.submitted / "blank" / PILOT / master.name)
+    graded = run("autograde", PILOT, "--workers", "2")
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    (root / "exchange").mkdir()  # as `make instructor` does
+    with jupyter_lab(root, {"JUPYTER_PATH": str(ROOT / "jupyter" / "share")}, root / "lab.log") as (base, token):
+        yield course, base, token
+
+
+def instructor_page(browser, token: str) -> Page:  # type: ignore[no-untyped-def]
+    """A page whose every request (Formgrader's own API calls too) carries the server's token."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000},
+                                  extra_http_headers={"Authorization": f"token {token}"})
+    return context.new_page()
+
+
+def test_browser_instructor_formgrader_lists_every_assignment(browser, instructor_course) -> None:
+    _, base, token = instructor_course
+    page = instructor_page(browser, token)
+    try:
+        page.goto(f"{base}/formgrader/manage_assignments")
+        for assignment in ASSIGNMENTS:
+            page.get_by_text(assignment, exact=True).first.wait_for(timeout=60_000)
+        assert page.locator("#warning-exchange").count() == 0  # the course's exchange folder exists
+        shot(page, "instructor-1-formgrader")
+    finally:
+        page.close()
+
+
+def test_browser_instructor_grades_a_reflection_and_it_is_saved(browser, instructor_course) -> None:
+    course, base, token = instructor_course
+    from nbgrader.api import Gradebook
+
+    (master,) = course.source_notebooks(PILOT)
+    notebook = master.stem
+    written = [nbgrader_meta(c)["grade_id"] for c in read_notebook(master).cells
+               if c.cell_type == "markdown" and nbgrader_meta(c).get("grade") and nbgrader_meta(c).get("solution")]
+    assert written, f"{PILOT} has no manually graded answer"
+    with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+        submission_id = gb.find_submission_notebook(notebook, PILOT, "solved").id
+    page = instructor_page(browser, token)
+    try:
+        page.goto(f"{base}/formgrader/submissions/{submission_id}/")
+        score = page.locator(f"input.score#{written[0]}")
+        score.wait_for(timeout=60_000)
+        assert page.get_by_text("Reference answer").count() >= 1  # the solved submission's written answer is shown
+        page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_CHTML, mjx-container').length > 0",
+                               timeout=60_000)  # formulas typeset, with no internet: MathJax came from the server
+        score.fill("2")
+        score.press("Tab")  # Formgrader saves on change
+        deadline = time.monotonic() + 30
+        while True:
+            with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+                grade = gb.find_grade(written[0], notebook, PILOT, "solved")
+                if grade.manual_score == 2.0 or time.monotonic() > deadline:
+                    break
+            time.sleep(0.5)
+        shot(page, "instructor-2-manual-grade")
+        assert grade.manual_score == 2.0
+    finally:
+        page.close()
+
+
+def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_course) -> None:
+    course, base, token = instructor_course
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pages = sorted(course.feedback.glob(f"*/{PILOT}/*.html"))
+    assert pages
+    secret = hidden_lines(course, PILOT)
+    assert secret
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        for html in pages:
+            page.goto(html.as_uri())
+            page.wait_for_load_state()
+            shown = _plain(page.inner_text("body"))
+            assert not [line for line in secret if line in shown]
+            shot(page, f"instructor-3-feedback-{html.parent.parent.name}")
+    finally:
+        page.close()
