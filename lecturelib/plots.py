@@ -130,3 +130,56 @@ def fixed_cost_figure(
     ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def loss_curves_figure(
+    curves: dict[str, Sequence[float]],
+    *,
+    reference: str | None = None,
+    title: str = "Training loss",
+) -> Figure:
+    """Loss against step for several runs (log y); with a reference run, a second panel of relative differences."""
+    if not curves:
+        raise ValueError("curves needs at least one run")
+    lengths = {len(losses) for losses in curves.values()}
+    if len(lengths) != 1 or 0 in lengths:
+        raise ValueError(f"every run needs the same, non-zero number of steps, got {sorted(lengths)}")
+    for label, losses in curves.items():
+        if any(not math.isfinite(v) or v <= 0 for v in losses):
+            raise ValueError(f"run {label!r}: losses must be positive and finite (they are drawn on a log axis)")
+    if reference is not None and reference not in curves:
+        raise ValueError(f"reference {reference!r} is not one of the runs: {', '.join(curves)}")
+    steps = list(range(lengths.pop()))
+    panels = 2 if reference is not None and len(curves) > 1 else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.4 if panels == 1 else 11.0, 4.0), squeeze=False)
+    ax = axes[0][0]
+    # overlapping runs stay visible: each later run is drawn thinner and dashed over the earlier ones
+    styles = [("-", 4.0), ("--", 2.5), (":", 1.5), ("-.", 1.0)]
+    for i, (label, losses) in enumerate(curves.items()):
+        linestyle, width = styles[i % len(styles)]
+        ax.plot(steps, list(losses), linestyle=linestyle, linewidth=width, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    if panels == 2:
+        assert reference is not None  # for mypy: panels == 2 only with a reference
+        diff_ax = axes[0][1]
+        ref = curves[reference]
+        for i, (label, losses) in enumerate(curves.items()):
+            if label == reference:
+                continue
+            # |loss - reference| / reference, step by step: 0 where the runs agree to the last bit
+            relative = [abs(v - r) / r for v, r in zip(losses, ref)]
+            diff_ax.plot(steps, relative, styles[i % len(styles)][0], color=ax.lines[i].get_color(),
+                         label=f"{label} vs {reference}")  # each run keeps its colour in both panels
+        diff_ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        diff_ax.set_xlabel("step")
+        diff_ax.set_ylabel(f"|loss − {reference}| / {reference}")
+        diff_ax.set_title("Relative difference")
+        diff_ax.grid(True, alpha=0.3)
+        diff_ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -106,3 +106,45 @@ def test_fixed_cost_figure_rejects_bad_input():
         plots.fixed_cost_figure([8, 16], [1e-6, 2e-6], [1.0], fixed_s=0.0, rate_per_s=1e9)
     with pytest.raises(ValueError):
         plots.fixed_cost_figure([8], [1e-6], [1.0], fixed_s=0.0, rate_per_s=0.0)
+
+
+def test_loss_curves_figure_draws_each_run_and_relative_differences():
+    curves = {"manual": [8.0, 4.0, 2.0], "autograd": [8.0, 4.0, 2.0], "module": [8.0, 5.0, 2.5]}
+    fig = plots.loss_curves_figure(curves, reference="manual")
+    loss_ax, diff_ax = fig.axes
+    assert [list(line.get_ydata()) for line in loss_ax.lines] == list(curves.values())
+    assert list(loss_ax.lines[0].get_xdata()) == [0, 1, 2]  # steps from 0
+    assert loss_ax.get_yscale() == "log"
+    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["manual", "autograd", "module"]
+    autograd, module = diff_ax.lines  # the reference is not compared with itself
+    assert list(autograd.get_ydata()) == [0.0, 0.0, 0.0]  # identical runs
+    assert list(module.get_ydata()) == [0.0, 0.25, 0.25]  # |5 - 4| / 4, |2.5 - 2| / 2
+    assert [t.get_text() for t in diff_ax.get_legend().get_texts()] == ["autograd vs manual", "module vs manual"]
+
+
+def test_loss_curves_figure_without_reference_has_one_panel():
+    fig = plots.loss_curves_figure({"run": [3.0, 2.0, 1.0]})
+    (ax,) = fig.axes
+    assert list(ax.lines[0].get_ydata()) == [3.0, 2.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("curves", "reference"),
+    [
+        ({}, None),  # no run
+        ({"a": []}, None),  # no step
+        ({"a": [1.0, 2.0], "b": [1.0]}, None),  # runs of different lengths
+        ({"a": [1.0, 0.0]}, None),  # a zero loss cannot be drawn on a log axis
+        ({"a": [1.0, float("nan")]}, None),  # a diverged run
+        ({"a": [1.0]}, "b"),  # unknown reference
+    ],
+)
+def test_loss_curves_figure_rejects_bad_input(curves, reference):
+    with pytest.raises(ValueError):
+        plots.loss_curves_figure(curves, reference=reference)
+
+
+def test_loss_curves_figure_keeps_each_runs_colour_in_both_panels():
+    fig = plots.loss_curves_figure({"a": [2.0, 1.0], "b": [2.0, 1.5], "c": [2.0, 0.5]}, reference="a")
+    loss_ax, diff_ax = fig.axes
+    assert [line.get_color() for line in diff_ax.lines] == [line.get_color() for line in loss_ax.lines[1:]]
