@@ -153,7 +153,11 @@ def attention_scaling_figure(
 
 
 def step_share_figure(
-    steps: Sequence[str], flops: Sequence[float], times_s: Sequence[float], *, title: str = "Where the work is, where the time goes"
+    steps: Sequence[str],
+    flops: Sequence[float],
+    times_s: Sequence[float],
+    *,
+    title: str = "Where the work is, where the time goes",
 ) -> Figure:
     """Two stacked bars, each 100%: every step's share of the FLOPs and its share of the time."""
     if not steps or not len(steps) == len(flops) == len(times_s):
