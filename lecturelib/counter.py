@@ -10,12 +10,14 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
+from lecturelib.flops import SOFTMAX_STABLE_FLOPS_PER_ELEMENT, softmax_flops
+
 aten = torch.ops.aten
 
 # FLOPs per element of the softmax kernels, counted only with count_flops(..., softmax=True).
-# Forward: the stable convention of lecturelib.flops (max, subtract, exp, sum, divide), which is
-# what PyTorch's kernels compute. Backward, dx = y * (dy - sum(dy * y)): multiply, sum, subtract, multiply.
-SOFTMAX_FORWARD_FLOPS_PER_ELEMENT = 5
+# Forward: lecturelib.flops.softmax_flops, stable (max, subtract, exp, sum, divide), which is what
+# PyTorch's kernels compute. Backward, dx = y * (dy - sum(dy * y)): multiply, sum, subtract, multiply.
+SOFTMAX_FORWARD_FLOPS_PER_ELEMENT = SOFTMAX_STABLE_FLOPS_PER_ELEMENT
 SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT = 4
 
 
@@ -42,8 +44,8 @@ def cpu_sdpa_backward_flop(grad_out_shape: torch.Size, query_shape: torch.Size, 
 
 
 def softmax_flop(input_shape: torch.Size, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    """Softmax forward: SOFTMAX_FORWARD_FLOPS_PER_ELEMENT per element of the input."""
-    return SOFTMAX_FORWARD_FLOPS_PER_ELEMENT * math.prod(input_shape)
+    """Softmax forward: lecturelib.flops.softmax_flops of the input, stable (5 per element)."""
+    return softmax_flops(input_shape, stable=True)
 
 
 def softmax_backward_flop(grad_output_shape: torch.Size, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:

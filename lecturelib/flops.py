@@ -98,8 +98,10 @@ def conv2d_flops(
     return groups * matmul_flops(positions, in_channels // groups * k_h * k_w, out_channels // groups)
 
 
-# Softmax along the last dim, FLOPs per element. The reductions (max, sum) count one op per element,
-# not n − 1 per row, and a divide counts as one FLOP.
+# Softmax along the last dim. One FLOP per exp, add, subtract, divide and comparison. Per row of n
+# elements the exact count is: naive  n exp + (n − 1) adds (the sum) + n divides             = 3n − 1;
+#                               stable (n − 1) comparisons (the max) + n subtractions + naive = 5n − 2.
+# The per-element convention rounds each reduction to one op per element: 3 (naive) and 5 (stable).
 SOFTMAX_NAIVE_FLOPS_PER_ELEMENT = 3  # exp, sum, divide
 SOFTMAX_STABLE_FLOPS_PER_ELEMENT = 5  # max, subtract the max, exp, sum, divide
 
@@ -109,6 +111,26 @@ def softmax_flops(shape: Sequence[int], *, stable: bool = False) -> int:
     """FLOPs of softmax over a tensor of `shape`: 3 per element naive, 5 per element stable (max-subtracted)."""
     per_element = SOFTMAX_STABLE_FLOPS_PER_ELEMENT if stable else SOFTMAX_NAIVE_FLOPS_PER_ELEMENT
     return per_element * math.prod(shape)
+
+
+def softmax_breakdown(shape: Sequence[int], *, stable: bool = False) -> Breakdown:
+    """Exact operations of softmax over the last dim of `shape`, by kind: max, sub, exp, add, div, and total."""
+    *leading, n = shape
+    rows = math.prod(leading)
+    reduce_ops = rows * max(n - 1, 0)  # combining n values takes n − 1 binary ops (none for an empty row)
+    return with_total({
+        "max": reduce_ops if stable else 0,  # comparisons for the row's max
+        "sub": rows * n if stable else 0,  # x − max, before the exp
+        "exp": rows * n,
+        "add": reduce_ops,  # the row sum of the exps
+        "div": rows * n,  # each exp divided by its row's sum
+    })
+
+
+@register
+def softmax_flops_exact(shape: Sequence[int], *, stable: bool = False) -> int:
+    """Exact FLOPs of softmax over the last dim: 3n − 1 per row of n naive, 5n − 2 stable."""
+    return cast(int, softmax_breakdown(shape, stable=stable)["total"])
 
 
 def causal_pairs(q_len: int, kv_len: int) -> int:
@@ -143,6 +165,29 @@ def attention_weighted_sum_flops(
     """FLOPs of P V per head; causal=False counts the full matrix (FlopCounterMode), True only unmasked pairs."""
     # each scored pair adds weight * value (head_dim multiply-adds) into its query's output
     return batch * n_head * matmul_flops(_attended_pairs(q_len, kv_len, causal), 1, head_dim)
+
+
+def attention_core_breakdown(
+    batch: int, n_head: int, q_len: int, kv_len: int, head_dim: int, *, causal: bool = False
+) -> Breakdown:
+    """FLOPs of softmax(Q K^T) V by step (projections excluded): scores, stable softmax, weighted sum, total."""
+    # Korthikanti et al. 2022's "core attention". causal=True counts only the unmasked pairs, as a kernel
+    # that skips masked blocks does; causal=False the full matrix, as FlopCounterMode does for both.
+    args = (batch, n_head, q_len, kv_len, head_dim)
+    scored = batch * n_head * _attended_pairs(q_len, kv_len, causal)  # elements of the score matrices
+    return with_total({
+        "scores": attention_scores_flops(*args, causal=causal),  # 2·head_dim per pair
+        "softmax": softmax_flops((scored,), stable=True),  # 5 per pair: the per-element convention
+        "weighted_sum": attention_weighted_sum_flops(*args, causal=causal),  # 2·head_dim per pair
+    })
+
+
+@register
+def attention_core_flops(
+    batch: int, n_head: int, q_len: int, kv_len: int, head_dim: int, *, causal: bool = False
+) -> int:
+    """Total of attention_core_breakdown: (4·head_dim + 5) FLOPs per scored (query, key) pair."""
+    return cast(int, attention_core_breakdown(batch, n_head, q_len, kv_len, head_dim, causal=causal)["total"])
 
 
 @register

@@ -227,6 +227,14 @@ def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str | torch.dtype) -> int:
     return kv_cache_bytes(cfg, 1, 1, dtype)
 
 
+def attention_scores_bytes(batch: int, n_head: int, q_len: int, kv_len: int, dtype: str | torch.dtype) -> int:
+    """Bytes of one materialized score matrix Q K^T (or its softmax): batch · n_head · q_len · kv_len elements."""
+    # Standard attention writes it to memory twice over (scores, then probabilities); a fused kernel
+    # (FlashAttention, F.scaled_dot_product_attention) keeps only blocks of it on chip.
+    _check_positive(batch=batch, n_head=n_head, q_len=q_len, kv_len=kv_len)
+    return tensor_bytes(batch * n_head * q_len * kv_len, dtype)
+
+
 @dataclass(frozen=True)
 class MemoryTier:
     """One level of the memory hierarchy (内存层次) with its size, speed and source."""

@@ -183,3 +183,86 @@ def loss_curves_figure(
         diff_ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def _power_law_guide(xs: Sequence[float], anchor_x: float, anchor_y: float, power: int) -> list[float]:
+    """y = anchor_y · (x / anchor_x)^power at each x: a guide line through one measured point."""
+    return [anchor_y * (x / anchor_x) ** power for x in xs]
+
+
+def attention_scaling_figure(
+    seq_lens: Sequence[int],
+    times_s: dict[str, Sequence[float]],
+    memory_bytes: dict[str, Sequence[float]],
+    *,
+    title: str = "Attention against sequence length",
+) -> Figure:
+    """Time (left) and peak memory (right) per implementation against n (log-log), with n² and n guide lines."""
+    # The n² guides pass through the last point of each panel's first series, the n guide through the last
+    # point of the last memory series (a fused kernel's). A memory reading that is not positive (a few KiB
+    # are below what RSS resolves) is left out of its line.
+    if not times_s or not memory_bytes:
+        raise ValueError("times_s and memory_bytes each need at least one series")
+    for label, series in times_s.items():
+        _check_series(seq_lens, series, "seq_lens", f"times_s[{label!r}]")
+    for label, series in memory_bytes.items():
+        if len(series) != len(seq_lens) or any(not math.isfinite(v) for v in series):
+            raise ValueError(f"memory_bytes[{label!r}] must be finite and as long as seq_lens")
+    fig, (ax_time, ax_memory) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    for label, series in times_s.items():
+        ax_time.plot(seq_lens, [t * 1e3 for t in series], "o-", label=label)
+    first_times = next(iter(times_s.values()))
+    ax_time.plot(seq_lens, _power_law_guide(seq_lens, seq_lens[-1], first_times[-1] * 1e3, 2),
+                 color="gray", linestyle="--", label="∝ n²")
+    ax_time.set_ylabel("time per call (ms)")
+    mib: dict[str, list[tuple[int, float]]] = {
+        label: [(n, b / 2**20) for n, b in zip(seq_lens, series) if b > 0] for label, series in memory_bytes.items()
+    }
+    for label, points in mib.items():
+        ax_memory.plot([n for n, _ in points], [m for _, m in points], "o-", label=label)
+    first, last = list(mib.values())[0], list(mib.values())[-1]
+    if first:
+        ax_memory.plot(seq_lens, _power_law_guide(seq_lens, *first[-1], 2), color="gray", linestyle="--", label="∝ n²")
+    if last:
+        ax_memory.plot(seq_lens, _power_law_guide(seq_lens, *last[-1], 1), color="gray", linestyle=":", label="∝ n")
+    ax_memory.set_ylabel("peak memory added (MiB)")
+    for ax in (ax_time, ax_memory):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length n")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def step_share_figure(
+    steps: Sequence[str],
+    flops: Sequence[float],
+    times_s: Sequence[float],
+    *,
+    title: str = "Where the work is, where the time goes",
+) -> Figure:
+    """Two stacked bars, each 100%: every step's share of the FLOPs and its share of the time."""
+    if not steps or not len(steps) == len(flops) == len(times_s):
+        raise ValueError("steps, flops and times_s must be non-empty and of equal length")
+    if any(not math.isfinite(v) or v < 0 for v in (*flops, *times_s)) or sum(flops) <= 0 or sum(times_s) <= 0:
+        raise ValueError("flops and times_s must be finite, non-negative and not all zero")
+    fig, ax = plt.subplots(figsize=(6.4, 2.6))
+    bars = {"FLOPs": [f / sum(flops) for f in flops], "time": [t / sum(times_s) for t in times_s]}
+    lefts = dict.fromkeys(bars, 0.0)
+    for i, step in enumerate(steps):
+        widths = [shares[i] for shares in bars.values()]
+        ax.barh(list(bars), widths, left=list(lefts.values()), label=step)
+        for row, (name, width) in enumerate(zip(bars, widths)):
+            if width >= 0.06:  # label the segments wide enough to hold their percentage
+                ax.text(lefts[name] + width / 2, row, f"{width:.0%}", ha="center", va="center", fontsize="small")
+            lefts[name] += width
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share")
+    ax.set_title(title)
+    ax.invert_yaxis()  # FLOPs on top
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=len(steps), fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -188,7 +189,9 @@ class PeakMemory:
 # by a thread, which can miss peaks shorter than the interval. RSS counts pages actually touched:
 # torch.empty() that is never written costs nothing, and memory kept by malloc for reuse after a free
 # does not show up again. Allocations above glibc's mmap threshold (at most 32 MiB) are returned to
-# the OS on free, so large tensors are measured reliably.
+# the OS on free, so large tensors are measured reliably; smaller ones are measured reliably too once
+# _release_free_heap has handed malloc's free pages back (glibc malloc_trim), so that reusing them
+# touches new pages again.
 _CLEAR_REFS = "/proc/self/clear_refs"
 _STATUS = "/proc/self/status"
 _SAMPLE_INTERVAL_S = 0.001
@@ -216,8 +219,19 @@ def _reset_rss_high_water_mark() -> bool:
     return True
 
 
+def _release_free_heap() -> None:
+    """Return the C heap's free pages to the OS (glibc malloc_trim), where there is such a call."""
+    # Without it, a tensor freed before the measurement leaves pages in RSS that malloc hands out
+    # again: fn() reuses them, and its allocation never shows as a rise in RSS.
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc (macOS, musl): nothing to release this way
+        pass
+
+
 def _cpu_peak_bytes(fn: Callable[[], object]) -> tuple[int, str]:
     """Peak RSS added by fn(), and how it was measured."""
+    _release_free_heap()
     if _reset_rss_high_water_mark():
         before_kib = _status_kib("VmRSS")  # equals VmHWM right after the reset
         fn()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +19,8 @@ from lecturelib.counter import count_flops
 from lecturelib.flops import (
     FORMULAS,
     Breakdown,
+    attention_core_breakdown,
+    attention_core_flops,
     attention_scores_flops,
     attention_weighted_sum_flops,
     causal_pairs,
@@ -32,7 +35,9 @@ from lecturelib.flops import (
     matmul_flops_exact,
     register,
     rmsnorm_flops,
+    softmax_breakdown,
     softmax_flops,
+    softmax_flops_exact,
     train_flops_per_token,
 )
 from lecturelib.models import GPT
@@ -101,6 +106,72 @@ def test_conv2d_flops_invalid_raises(args: tuple, kwargs: dict[str, object], mes
 def test_softmax_flops_conventions() -> None:
     assert softmax_flops((4, 6)) == 72  # 3·24: exp, sum, divide
     assert softmax_flops((4, 6), stable=True) == 120  # 5·24: max, subtract, exp, sum, divide
+
+
+def counted_stable_softmax(rows: list[list[float]]) -> tuple[list[list[float]], dict[str, int]]:
+    """A reference: stable softmax in plain Python, counting each operation it performs."""
+    counts = dict.fromkeys(("max", "sub", "exp", "add", "div"), 0)
+    out = []
+    for row in rows:
+        top = row[0]
+        for value in row[1:]:
+            top = value if value > top else top
+            counts["max"] += 1
+        exps = [math.exp(value - top) for value in row]
+        counts["sub"] += len(row)
+        counts["exp"] += len(row)
+        total = exps[0]
+        for value in exps[1:]:
+            total += value
+            counts["add"] += 1
+        out.append([value / total for value in exps])
+        counts["div"] += len(row)
+    return out, counts
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 6), (3, 1, 7), (2, 2, 2, 5)])
+def test_softmax_breakdown_matches_an_operation_counting_loop(shape: tuple[int, ...]) -> None:
+    x = torch.randn(shape, dtype=torch.float64)
+    probs, counts = counted_stable_softmax(x.reshape(-1, shape[-1]).tolist())
+    torch.testing.assert_close(torch.tensor(probs, dtype=x.dtype).reshape(shape), x.softmax(dim=-1))  # the loop is a softmax
+    breakdown = softmax_breakdown(shape, stable=True)
+    assert {part: breakdown[part] for part in counts} == counts
+    assert softmax_flops_exact(shape, stable=True) == sum(counts.values())
+
+
+def test_softmax_flops_exact_values() -> None:
+    # one 1024 × 1024 score matrix: 1024 rows of n = 1024
+    assert softmax_flops_exact((1024, 1024)) == 3_144_704  # 1024·(3·1024 − 1) = 3·1024² − 1024
+    assert softmax_flops_exact((1024, 1024), stable=True) == 5_240_832  # 1024·(5·1024 − 2)
+    assert softmax_breakdown((4, 6))["max"] == softmax_breakdown((4, 6))["sub"] == 0  # naive: no max, no shift
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 50), st.integers(1, 50), st.booleans())
+def test_softmax_flops_exact_is_convention_minus_one_op_per_reduction(rows: int, n: int, stable: bool) -> None:
+    # each row reduction (sum; and max if stable) combines n values with n − 1 ops, not n
+    reductions = 2 if stable else 1
+    assert softmax_flops((rows, n), stable=stable) - softmax_flops_exact((rows, n), stable=stable) == reductions * rows
+
+
+def test_attention_core_breakdown_sums_its_steps() -> None:
+    parts = attention_core_breakdown(2, 3, 5, 7, 4)
+    assert parts["scores"] == parts["weighted_sum"] == 1_680  # 2·2·3·5·7·4
+    assert parts["softmax"] == 1_050  # 5·(2·3·5·7): stable, per element
+    assert parts["total"] == attention_core_flops(2, 3, 5, 7, 4) == 4_410  # (4·4 + 5)·210 pairs
+
+
+def test_attention_core_flops_matches_count_flops_of_explicit_attention() -> None:
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 4)  # (B, nh, T, hs)
+    counted = count_flops(lambda: (q @ k.transpose(-2, -1)).softmax(dim=-1) @ v, softmax=True)
+    assert counted.by_operator == {"aten.bmm": 3_360, "aten._softmax": 1_050}  # 2·1,680 and 5·210
+    assert counted.total == attention_core_flops(2, 3, 5, 7, 4)
+
+
+def test_attention_core_flops_causal_counts_unmasked_pairs() -> None:
+    # T = 1024, head_dim 64: 524,800 of the 1,048,576 pairs, each 4·64 + 5 = 261 FLOPs
+    assert attention_core_flops(1, 12, 1024, 1024, 64, causal=True) == 1_643_673_600  # 12·524,800·261
+    assert attention_core_flops(1, 12, 1024, 1024, 64) == 3_284_140_032  # 12·1,048,576·261
 
 
 def test_norm_flops_conventions() -> None:

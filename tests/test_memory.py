@@ -16,6 +16,7 @@ from lecturelib.memory import (
     RECIPES,
     RECOMPUTE_MODES,
     activation_bytes_per_layer,
+    attention_scores_bytes,
     dtype_bits,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
@@ -277,3 +278,21 @@ def test_memory_hierarchy_gets_slower_down_the_table() -> None:
 def test_memory_hierarchy_hbm_is_h100_datasheet() -> None:
     hbm = next(t for t in MEMORY_HIERARCHY if t.name.startswith("HBM"))
     assert hbm.bandwidth_bytes_per_s == 3.35e12  # H100 SXM datasheet: 3.35 TB/s
+
+
+# --- attention scores -----------------------------------------------------------------------------
+
+def test_attention_scores_bytes_matches_a_materialized_tensor() -> None:
+    q, k = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8)  # (B, nh, T, hs)
+    scores = q @ k.transpose(-2, -1)  # (B, nh, 5, 7)
+    assert attention_scores_bytes(2, 3, 5, 7, torch.float32) == scores.numel() * scores.element_size() == 840  # 2·3·5·7·4
+
+
+def test_attention_scores_bytes_gpt2_small_layer() -> None:
+    # one layer of GPT-2 small at T = 1024 in bf16: 12 heads of 1024 × 1024
+    assert attention_scores_bytes(1, 12, 1024, 1024, "bf16") == 25_165_824  # 12·1024²·2 = 24 MiB
+
+
+def test_attention_scores_bytes_rejects_zero_heads() -> None:
+    with pytest.raises(ValueError, match="n_head"):
+        attention_scores_bytes(1, 0, 8, 8, "fp32")

@@ -148,3 +148,43 @@ def test_loss_curves_figure_keeps_each_runs_colour_in_both_panels():
     fig = plots.loss_curves_figure({"a": [2.0, 1.0], "b": [2.0, 1.5], "c": [2.0, 0.5]}, reference="a")
     loss_ax, diff_ax = fig.axes
     assert [line.get_color() for line in diff_ax.lines] == [line.get_color() for line in loss_ax.lines[1:]]
+
+
+def test_attention_scaling_figure_draws_series_and_guides():
+    ns = [256, 512, 1024]
+    times = {"naive": [1e-3, 4e-3, 16e-3], "fused": [1e-3, 3e-3, 9e-3]}
+    memory = {"naive": [2**21, 2**23, 2**25], "fused": [0, 2**20, 2**21]}  # a 0 reading is left out
+    fig = plots.attention_scaling_figure(ns, times, memory)
+    ax_time, ax_memory = fig.axes
+    naive, fused, guide = ax_time.lines
+    assert list(naive.get_ydata()) == [1.0, 4.0, 16.0]  # milliseconds
+    assert list(guide.get_ydata()) == [1.0, 4.0, 16.0]  # n² through the last naive point
+    naive_mib, fused_mib, square, linear = ax_memory.lines
+    assert list(naive_mib.get_ydata()) == [2.0, 8.0, 32.0]  # MiB
+    assert list(fused_mib.get_xdata()) == [512, 1024]
+    assert list(square.get_ydata()) == [2.0, 8.0, 32.0]  # n² through the last naive point
+    assert list(linear.get_ydata()) == [0.5, 1.0, 2.0]  # n through the last fused point
+    assert all((ax.get_xscale(), ax.get_yscale()) == ("log", "log") for ax in fig.axes)
+
+
+@pytest.mark.parametrize(
+    ("times", "memory"),
+    [({}, {"a": [1.0]}), ({"a": [1.0]}, {}), ({"a": [0.0]}, {"a": [1.0]}), ({"a": [1.0]}, {"a": [1.0, 2.0]})],
+)
+def test_attention_scaling_figure_rejects_bad_input(times, memory):
+    with pytest.raises(ValueError):
+        plots.attention_scaling_figure([128], times, memory)
+
+
+def test_step_share_figure_bars_are_shares():
+    fig = plots.step_share_figure(["QKᵀ", "softmax", "PV"], [40.0, 2.0, 40.0], [1.0, 2.0, 1.0])
+    (ax,) = fig.axes
+    widths = [round(patch.get_width(), 6) for patch in ax.patches]  # per step: (FLOPs, time)
+    assert widths == [round(40 / 82, 6), 0.25, round(2 / 82, 6), 0.5, round(40 / 82, 6), 0.25]
+    assert "50%" in [t.get_text() for t in ax.texts]  # softmax's share of the time
+
+
+@pytest.mark.parametrize(("flops", "times"), [([1.0], [1.0, 2.0]), ([0.0, 0.0], [1.0, 1.0]), ([1.0, -1.0], [1.0, 1.0])])
+def test_step_share_figure_rejects_bad_input(flops, times):
+    with pytest.raises(ValueError):
+        plots.step_share_figure(["a", "b"][: len(flops)], flops, times)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -55,6 +56,18 @@ def test_benchmark_rejects_nonpositive_run_time() -> None:
 def test_format_timing_is_one_line() -> None:
     timing = Timing(median_s=0.0015, iqr_s=0.0001, n_runs=7, number_per_run=10, device="cpu")
     assert format_timing(timing, "matmul") == "matmul: 1.500 ms median, IQR 0.100 ms (7 runs × 10 calls, cpu)"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc heap reuse is a Linux behaviour")
+def test_peak_memory_cpu_counts_a_tensor_that_reuses_freed_heap() -> None:
+    # Freeing a 30 MiB mmapped block raises glibc's mmap threshold to 30 MiB; the 16 MiB tensors after it
+    # come from the heap, and a freed one leaves its pages there for the next to reuse.
+    del_me = torch.ones(30 * MIB // 4)
+    del del_me
+    reused = torch.ones(16 * MIB // 4)
+    del reused
+    result = peak_memory(lambda: torch.ones(16 * MIB // 4), device="cpu")
+    assert 15 * MIB <= result.peak_bytes <= 20 * MIB
 
 
 @no_cuda
