@@ -12,7 +12,7 @@ import importlib
 import logging
 import math
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -214,11 +214,11 @@ def quantized_weight_bytes(n_params: int, bits: int, group_size: int, scale_byte
     return packed + groups * scale_bytes
 
 
-def tensor_bytes(t: torch.Tensor) -> int:
+def stored_bytes(t: torch.Tensor) -> int:
     """Bytes a tensor holds, looking inside tensor subclasses (torchao's Int8Tensor: int8 data + scales)."""
     if is_traceable_wrapper_subclass(t):
         names, _ = t.__tensor_flatten__()
-        return sum(tensor_bytes(getattr(t, name)) for name in names if getattr(t, name) is not None)
+        return sum(stored_bytes(getattr(t, name)) for name in names if getattr(t, name) is not None)
     return t.numel() * t.element_size()
 
 
@@ -229,7 +229,7 @@ def module_bytes(module: nn.Module) -> int:
     for t in [*module.parameters(), *module.buffers()]:
         if id(t) not in seen:
             seen.add(id(t))
-            total += tensor_bytes(t)
+            total += stored_bytes(t)
     return total
 
 
@@ -266,10 +266,11 @@ def import_torchao() -> ModuleType:
 def torchao_config(mode: str) -> object:
     """The torchao config of a mode: int8 weight-only, or int8 dynamic activations with int8 weights."""
     ao = import_torchao()
-    if mode == "int8-weight-only":
-        return ao.Int8WeightOnlyConfig()  # per-row symmetric int8 weights; activations stay float
-    if mode == "int8-dynamic":
-        return ao.Int8DynamicActivationInt8WeightConfig()  # + per-token int8 activations, int8 matmul
+    # set_inductor_config=False: no torch.compile here, so no need to import and tune inductor (seconds)
+    if mode == "int8-weight-only":  # per-row symmetric int8 weights; activations stay float
+        return ao.Int8WeightOnlyConfig(set_inductor_config=False)
+    if mode == "int8-dynamic":  # + per-row int8 activations computed at run time, int8 matmul
+        return ao.Int8DynamicActivationInt8WeightConfig(set_inductor_config=False)
     raise ValueError(f"unknown mode {mode!r}; known: {', '.join(TORCHAO_MODES)}")
 
 
@@ -291,25 +292,43 @@ class QuantizedRun:
     timing: Timing  # one forward pass
     sqnr_db: float  # output against the reference model's output (inf for the reference)
     max_abs_error: float  # largest |output − reference output|
+    top1_agreement: float  # fraction of positions whose argmax (next token) equals the reference's
+
+
+@contextlib.contextmanager
+def _torch_threads(num_threads: int | None) -> Iterator[None]:
+    """Run with `num_threads` CPU threads (None: leave as is), then restore."""
+    before = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def compare_torchao(
     model: nn.Module,
-    example: torch.Tensor,
+    examples: Mapping[str, torch.Tensor],
     modes: Sequence[str] = TORCHAO_MODES,
     *,
     min_run_time_s: float = 0.2,
     num_threads: int | None = None,
-) -> list[QuantizedRun]:
-    """Measure `model` and a torchao-quantized copy per mode on `example`: bytes, latency, output error."""
+) -> dict[str, list[QuantizedRun]]:
+    """Per workload, `model` and a torchao-quantized copy per mode: bytes, latency, output error."""
     model = model.eval()
-    runs = []
-    with torch.no_grad():
-        reference = model(example)
+    runs: dict[str, list[QuantizedRun]] = {name: [] for name in examples}
+    with torch.no_grad(), _torch_threads(num_threads):  # every forward on the same threads as the timing
+        references = {name: model(example) for name, example in examples.items()}
         for mode in ("float", *modes):
             variant = model if mode == "float" else torchao_quantize(model, mode)
-            output = variant(example)
-            timing = benchmark(lambda: variant(example), min_run_time_s=min_run_time_s, num_threads=num_threads)
-            error = float((output.double() - reference.double()).abs().max())
-            runs.append(QuantizedRun(mode, module_bytes(variant), timing, sqnr_db(reference, output), error))
+            n_bytes = module_bytes(variant)
+            for name, example in examples.items():
+                output, reference = variant(example), references[name]
+                timing = benchmark(lambda: variant(example), min_run_time_s=min_run_time_s, num_threads=num_threads)
+                error = float((output.double() - reference.double()).abs().max())
+                agreement = float((output.argmax(dim=-1) == reference.argmax(dim=-1)).double().mean())
+                runs[name].append(
+                    QuantizedRun(mode, n_bytes, timing, sqnr_db(reference, output), error, agreement)
+                )
     return runs

@@ -349,9 +349,9 @@ def test_quantized_weight_bytes_bits_per_weight(n, bits, group, scale_bytes):
     assert abs(total * 8 - n * per_weight_bits) <= 8 + 8 * scale_bytes
 
 
-def test_tensor_bytes_plain_and_module_bytes_counts_shared_once():
+def test_stored_bytes_plain_and_module_bytes_counts_shared_once():
     lin = torch.nn.Linear(8, 4)
-    assert quant.tensor_bytes(lin.weight) == 8 * 4 * 4
+    assert quant.stored_bytes(lin.weight) == 8 * 4 * 4
     assert quant.module_bytes(lin) == (8 * 4 + 4) * 4
     tied = torch.nn.Sequential(lin, torch.nn.Linear(8, 4))
     tied[1].weight = lin.weight
@@ -392,15 +392,21 @@ def test_torchao_module_bytes_agree_with_torchao_helper():
         assert quant.module_bytes(q) == get_model_size_in_bytes(q)
 
 
-def test_compare_torchao_reports_every_mode():
+def test_compare_torchao_reports_every_mode_per_workload():
     torch.manual_seed(0)
     model = GPT(TINY).eval()
-    idx = torch.randint(0, TINY.vocab_size, (1, 8))
-    runs = quant.compare_torchao(model, idx, min_run_time_s=0.01)
-    assert [r.mode for r in runs] == ["float", *quant.TORCHAO_MODES]
-    assert runs[0].sqnr_db == math.inf and runs[0].max_abs_error == 0.0
-    assert all(r.weight_bytes < runs[0].weight_bytes for r in runs[1:])
-    assert all(r.sqnr_db > 20 and r.timing.median_s > 0 for r in runs[1:])
+    examples = {"decode": torch.randint(0, TINY.vocab_size, (1, 1)), "prefill": torch.randint(0, TINY.vocab_size, (2, 8))}
+    threads = torch.get_num_threads()
+    results = quant.compare_torchao(model, examples, min_run_time_s=0.01, num_threads=1)
+    assert torch.get_num_threads() == threads  # restored
+    assert list(results) == ["decode", "prefill"]
+    for runs in results.values():
+        assert [r.mode for r in runs] == ["float", *quant.TORCHAO_MODES]
+        assert runs[0].sqnr_db == math.inf and runs[0].max_abs_error == 0.0 and runs[0].top1_agreement == 1.0
+        assert runs[0].weight_bytes == quant.module_bytes(model)
+        assert all(r.weight_bytes < runs[0].weight_bytes for r in runs[1:])
+        assert all(r.sqnr_db > 20 and r.timing.median_s > 0 for r in runs[1:])
+    assert [r.weight_bytes for r in results["decode"]] == [r.weight_bytes for r in results["prefill"]]
 
 
 def test_torchao_config_rejects_unknown_mode():
