@@ -121,11 +121,13 @@ def sqnr_vs_bits_figure(
     for label, values in sqnr_db.items():
         ax.plot(bits, values, "o-", label=label)
     first = next(iter(sqnr_db.values()))
-    guide = [first[0] + db_per_bit * (b - bits[0]) for b in bits]  # through the first series' first point
+    guide = [first[-1] + db_per_bit * (b - bits[-1]) for b in bits]  # through the first series' widest point
     ax.plot(bits, guide, color="gray", linestyle="--", linewidth=0.8, label=f"{db_per_bit:.2f} dB per bit")
     for label, x, y in points:
         ax.plot([x], [y], "s", color="black")
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, -4), fontsize="small")
+    right = max([*bits, *(x for _, x, _ in points)])
+    ax.set_xlim(min(bits) - 0.5, right + 0.25 * (right - min(bits)))  # room for the points' labels
     ax.set_xlabel("bits per value")
     ax.set_ylabel("SQNR (dB) = 10·log10(Σx² / Σ(x − x̂)²)")
     ax.set_title(title)

@@ -98,9 +98,10 @@ def test_sqnr_vs_bits_figure_draws_series_guide_and_points():
     uniform, gaussian, guide, fp16 = ax.lines
     assert list(uniform.get_xdata()) == [4, 8] and list(uniform.get_ydata()) == [20.0, 44.0]
     assert list(gaussian.get_ydata()) == [15.0, 39.0]
-    assert guide.get_ydata()[1] == pytest.approx(20.0 + 4 * 6.0206, abs=1e-3)  # 6.02 dB per bit from the first point
+    assert guide.get_ydata()[0] == pytest.approx(44.0 - 4 * 6.0206, abs=1e-3)  # 6.02 dB per bit through the last point
     assert (list(fp16.get_xdata()), list(fp16.get_ydata())) == ([16], [70.0])
     assert [t.get_text() for t in ax.texts] == ["fp16"]
+    assert ax.get_xlim()[1] > 16  # the label of the rightmost point fits
 
 
 @pytest.mark.parametrize("series", [{}, {"a": [1.0]}, {"a": [1.0, float("inf")]}])
