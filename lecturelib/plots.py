@@ -266,3 +266,40 @@ def step_share_figure(
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=len(steps), fontsize="small")
     fig.tight_layout()
     return fig
+
+
+# --- quantization (notebook 07) --------------------------------------------------------------
+
+
+def sqnr_vs_bits_figure(
+    bits: Sequence[int],
+    sqnr_db: dict[str, Sequence[float]],
+    points: Sequence[tuple[str, float, float]] = (),
+    *,
+    db_per_bit: float = 20 * math.log10(2),
+    title: str = "Quantization error against bits",
+) -> Figure:
+    """SQNR (dB) against bits, one line per series, a db_per_bit guide, and labelled (bits, SQNR) points."""
+    if len(bits) == 0 or not sqnr_db:
+        raise ValueError("need at least one bit width and one series")
+    for label, values in sqnr_db.items():
+        if len(values) != len(bits) or any(not math.isfinite(v) for v in values):
+            raise ValueError(f"series {label!r} must have one finite SQNR per bit width")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, values in sqnr_db.items():
+        ax.plot(bits, values, "o-", label=label)
+    first = next(iter(sqnr_db.values()))
+    guide = [first[-1] + db_per_bit * (b - bits[-1]) for b in bits]  # through the first series' widest point
+    ax.plot(bits, guide, color="gray", linestyle="--", linewidth=0.8, label=f"{db_per_bit:.2f} dB per bit")
+    for label, x, y in points:
+        ax.plot([x], [y], "s", color="black")
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, -4), fontsize="small")
+    right = max([*bits, *(x for _, x, _ in points)])
+    ax.set_xlim(min(bits) - 0.5, right + 0.25 * (right - min(bits)))  # room for the points' labels
+    ax.set_xlabel("bits per value")
+    ax.set_ylabel("SQNR (dB) = 10·log10(Σx² / Σ(x − x̂)²)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig

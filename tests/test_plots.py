@@ -188,3 +188,24 @@ def test_step_share_figure_bars_are_shares():
 def test_step_share_figure_rejects_bad_input(flops, times):
     with pytest.raises(ValueError):
         plots.step_share_figure(["a", "b"][: len(flops)], flops, times)
+
+
+# --- quantization (notebook 07) --------------------------------------------------------------
+
+
+def test_sqnr_vs_bits_figure_draws_series_guide_and_points():
+    fig = plots.sqnr_vs_bits_figure([4, 8], {"uniform": [20.0, 44.0], "gaussian": [15.0, 39.0]}, [("fp16", 16, 70.0)])
+    (ax,) = fig.axes
+    uniform, gaussian, guide, fp16 = ax.lines
+    assert list(uniform.get_xdata()) == [4, 8] and list(uniform.get_ydata()) == [20.0, 44.0]
+    assert list(gaussian.get_ydata()) == [15.0, 39.0]
+    assert guide.get_ydata()[0] == pytest.approx(44.0 - 4 * 6.0206, abs=1e-3)  # 6.02 dB per bit through the last point
+    assert (list(fp16.get_xdata()), list(fp16.get_ydata())) == ([16], [70.0])
+    assert [t.get_text() for t in ax.texts] == ["fp16"]
+    assert ax.get_xlim()[1] > 16  # the label of the rightmost point fits
+
+
+@pytest.mark.parametrize("series", [{}, {"a": [1.0]}, {"a": [1.0, float("inf")]}])
+def test_sqnr_vs_bits_figure_rejects_bad_series(series):
+    with pytest.raises(ValueError):
+        plots.sqnr_vs_bits_figure([4, 8], series)
