@@ -1,5 +1,9 @@
 """Test settings shared by every test file."""
 
+import os
+import time
+from pathlib import Path
+
 from hypothesis import settings
 
 # No per-example deadline: CI's two cores also run notebooks and nbgrader, so timings vary by 10x.
@@ -8,13 +12,13 @@ settings.register_profile("course", deadline=None, derandomize=True, print_blob=
 settings.load_profile("course")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
-    """List the browser tests' screenshots, one line a file, so that CI's log shows where they are."""
-    import os
-    from pathlib import Path
+_STARTED = time.time()
 
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    """List the screenshots the browser tests took in this run, one line a file, so that CI's log shows them."""
     folder = Path(os.environ.get("BROWSER_SCREENSHOTS", Path(__file__).resolve().parents[1] / "browser-screenshots"))
-    shots = sorted(folder.glob("*.png")) if folder.is_dir() else []
+    shots = sorted(p for p in folder.glob("*.png") if p.stat().st_mtime >= _STARTED) if folder.is_dir() else []
     if shots:
         terminalreporter.section("browser screenshots")
         for path in shots:
