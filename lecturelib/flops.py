@@ -7,12 +7,13 @@ hardware peak figures; fvcore, thop and ptflops report MACs instead.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias, TypeVar, cast
 
 from lecturelib.configs import ModelConfig
-from lecturelib.params import non_embedding_params
+from lecturelib.params import kaplan_params, non_embedding_params
 
 Formula = TypeVar("Formula", bound=Callable[..., int])
 # A breakdown maps each part to a count or to a breakdown of its own; every "total" is a sum of parts.
@@ -259,11 +260,14 @@ def forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
 
 @register
 def kaplan_forward_flops_per_token(cfg: ModelConfig, n_ctx: int) -> int:
-    """Kaplan et al. 2020, Table 1: C_forward = 2N + 2·n_layer·n_ctx·d_model, N = non_embedding_params."""
-    # 2N: one multiply-add per non-embedding weight (a tied LM head is an embedding: not counted;
-    # Llama's untied head is in N). 2·n_layer·n_ctx·d: Table 1's "Attention: Mask" row (d_attn = d_model),
-    # half of the full-matrix scores + weighted sum (4·n_layer·n_ctx·d) that forward_breakdown counts
-    return 2 * non_embedding_params(cfg) + 2 * cfg.n_layer * n_ctx * cfg.d_model
+    """Kaplan et al. 2020, Table 1: C_forward = 2N + 2·n_layer·n_ctx·d_model, N = kaplan_params (no LM head)."""
+    # 2N: one multiply-add per weight of N. N leaves out every vocabulary matrix: the embedding, and the
+    # de-embedding (LM head), tied (GPT-2) or not (Llama): Table 1 lists the de-embedding's 2·d_model·n_vocab
+    # FLOPs but keeps them out of C_forward. N here is the exact count (biases and norm weights included),
+    # not Table 1's 12·n_layer·d_model². 2·n_layer·n_ctx·d: Table 1's "Attention: Mask" row
+    # (d_attn = d_model), half of the full-matrix scores + weighted sum (4·n_layer·n_ctx·d) that
+    # forward_breakdown counts
+    return 2 * kaplan_params(cfg) + 2 * cfg.n_layer * n_ctx * cfg.d_model
 
 
 def matmul_params(cfg: ModelConfig) -> int:
@@ -280,3 +284,27 @@ def train_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
     # 12·L·H·Q·T: attention's two T-long matmuls per head (2·2·H·Q·T per layer forward), times 3
     n_layer, n_head, head_dim = cfg.n_layer, cfg.n_head, cfg.head_dim
     return 6 * matmul_params(cfg) + 12 * n_layer * n_head * head_dim * seq_len
+
+
+# The parts of forward_split_per_token, in drawing order.
+SPLIT_PARTS: tuple[str, ...] = ("attention_projections", "attention_scores", "mlp", "lm_head")
+
+
+def forward_split_per_token(cfg: ModelConfig, seq_len: int) -> dict[str, int]:
+    """Forward FLOPs per token of one seq_len sequence in four parts (SPLIT_PARTS) and their "total"."""
+    # seq_len may exceed GPT-2's 1,024 learned positions: the FLOPs are those of the same model with a
+    # longer position table (a lookup: it adds parameters, not FLOPs)
+    cfg = dataclasses.replace(cfg, n_ctx=max(cfg.n_ctx, seq_len))
+    parts = forward_breakdown(cfg, 1, seq_len)
+    attention, mlp = cast(Breakdown, parts["attention"]), cast(Breakdown, parts["mlp"])
+    projections = ("q_proj", "k_proj", "v_proj", "out_proj")  # d_model-wide matmuls: 8·d² per token per layer
+    scores = ("scores", "weighted_sum")  # the two seq_len-long matmuls: 4·seq_len·d per token per layer
+    split = {
+        "attention_projections": sum(cast(int, attention[name]) for name in projections),
+        "attention_scores": sum(cast(int, attention[name]) for name in scores),
+        "mlp": cast(int, mlp["total"]),
+        "lm_head": cast(int, parts["lm_head"]),
+    }
+    # every part is seq_len × its per-token count: the division is exact
+    per_token = {name: flops // seq_len for name, flops in split.items()}
+    return {**per_token, "total": sum(per_token.values())}

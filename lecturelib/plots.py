@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
 
 
 def _check_series(xs: Sequence[float], ys: Sequence[float], x_name: str, y_name: str) -> None:
@@ -301,5 +302,94 @@ def sqnr_vs_bits_figure(
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def _check_split(split: Mapping[str, Sequence[float]], n_points: int, name: str) -> None:
+    if not split:
+        raise ValueError(f"{name} needs at least one part")
+    for part, values in split.items():
+        if len(values) != n_points:
+            raise ValueError(f"{name}[{part!r}] has {len(values)} values for {n_points} context lengths")
+        if any(not math.isfinite(v) or v < 0 for v in values):
+            raise ValueError(f"{name}[{part!r}] must be non-negative and finite")
+
+
+def _tokens_label(tokens: int) -> str:
+    """A context length as tick text: 512, 1k, 32k."""
+    return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else f"{tokens}"
+
+
+def flop_split_figure(
+    context_lengths: Sequence[int],
+    splits: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    title: str = "Where a forward pass spends its FLOPs, per token",
+    mark_context: int | None = None,
+    mark_label: str = "",
+) -> Figure:
+    """One panel per model: each part's share of the per-token FLOPs, stacked, against context length (log x)."""
+    if len(context_lengths) == 0 or any(t <= 0 for t in context_lengths):
+        raise ValueError("context_lengths must be non-empty and positive (log axis)")
+    if not splits:
+        raise ValueError("splits needs at least one model")
+    for model, split in splits.items():
+        _check_split(split, len(context_lengths), f"splits[{model!r}]")
+    columns = min(2, len(splits))
+    rows = math.ceil(len(splits) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.0 * rows), sharex=True, sharey=True,
+                             squeeze=False)
+    for ax, (model, split) in zip(axes.flat, splits.items()):
+        totals = [sum(values[i] for values in split.values()) for i in range(len(context_lengths))]
+        if any(total <= 0 for total in totals):
+            raise ValueError(f"splits[{model!r}] has a context length with no FLOPs")
+        shares = [[v / total for v, total in zip(values, totals)] for values in split.values()]
+        ax.stackplot(context_lengths, shares, labels=[part.replace("_", " ") for part in split])
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(context_lengths), [_tokens_label(t) for t in context_lengths], fontsize="small")
+        ax.minorticks_off()
+        if mark_context is not None:
+            ax.axvline(mark_context, color="black", linestyle=":", linewidth=1)
+            ax.annotate(mark_label, (mark_context, 0.02), xytext=(3, 0), textcoords="offset points", fontsize="small")
+        ax.set_ylim(0, 1)
+        ax.set_title(model, fontsize="medium")
+        ax.grid(True, which="major", alpha=0.3)
+    for ax in axes.flat[len(splits):]:
+        ax.set_visible(False)  # an odd number of models leaves one panel empty
+    for ax in axes[-1]:
+        ax.set_xlabel("context length T (tokens)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of FLOPs per token")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))  # leave the bottom strip to the shared legend
+    return fig
+
+
+def model_split_figure(
+    flop_split: Mapping[str, int],
+    param_split: Mapping[str, int],
+    *,
+    title: str = "",
+) -> Figure:
+    """Two bar charts side by side: forward FLOPs per token by part, and parameters by part (shares labelled)."""
+    fig, (ax_flops, ax_params) = plt.subplots(1, 2, figsize=(9.6, 3.2))
+    for ax, split, unit in ((ax_flops, flop_split, "FLOPs per token"), (ax_params, param_split, "parameters")):
+        if not split or any(v < 0 for v in split.values()) or sum(split.values()) <= 0:
+            raise ValueError(f"the {unit} split needs non-negative parts with a positive total")
+        total = sum(split.values())
+        names = [part.replace("_", " ") for part in split]
+        bars = ax.barh(names, list(split.values()))
+        ax.bar_label(bars, labels=[f"{v / total:.0%}" for v in split.values()], padding=2, fontsize="small")
+        ax.invert_yaxis()  # the first part on top
+        ax.xaxis.set_major_formatter(EngFormatter())  # 100 M, 1 G
+        ax.set_xlabel(unit)
+        ax.set_title(f"{unit}: {EngFormatter(places=1)(total)} in all", fontsize="medium")
+        ax.set_xlim(0, max(split.values()) * 1.2)  # room for the share labels
+        ax.grid(True, axis="x", alpha=0.3)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig

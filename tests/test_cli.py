@@ -88,6 +88,13 @@ def test_cli_flops_gpt2_small_published(capsys: pytest.CaptureFixture[str]) -> N
     assert result["forward_flops_per_token"] * 1024 == result["forward_flops"]  # batch 1 (the default)
 
 
+def test_cli_flops_kaplan_leaves_out_untied_head(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "flops", "--model", "llama2-7b", "--seq-len", "4096")
+    # Kaplan Table 1: N without embedding and LM head = 6,738,415,616 − 2·32,000·4,096 = 6,476,271,616;
+    # 2N + 2·32·4,096·4,096 = 12,952,543,232 + 1,073,741,824
+    assert result["kaplan_forward_flops_per_token"] == 14_026_285_056
+
+
 @pytest.mark.parametrize("recipe", list(RECIPES))
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_cli_memory_equals_library(capsys: pytest.CaptureFixture[str], recipe: str, recompute: str) -> None:

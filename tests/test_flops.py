@@ -28,6 +28,8 @@ from lecturelib.flops import (
     forward_breakdown,
     forward_flops,
     forward_flops_per_token,
+    SPLIT_PARTS,
+    forward_split_per_token,
     kaplan_forward_flops_per_token,
     layernorm_flops,
     linear_flops,
@@ -279,6 +281,46 @@ def test_forward_flops_per_token_gpt2_small() -> None:
 def test_kaplan_forward_flops_per_token_gpt2_small() -> None:
     # 2·85,056,000 + 2·12·1024·768 = 170,112,000 + 18,874,368
     assert kaplan_forward_flops_per_token(from_name("gpt2-small"), 1024) == 188_986_368
+
+
+def test_kaplan_forward_flops_per_token_llama_leaves_out_untied_head() -> None:
+    # Kaplan Table 1: the de-embedding is not in N. N = 6,738,415,616 − 2·32,000·4,096 (embedding and head)
+    # = 6,476,271,616; 2N + 2·32·4,096·4,096 = 12,952,543,232 + 1,073,741,824
+    assert kaplan_forward_flops_per_token(from_name("llama2-7b"), 4096) == 14_026_285_056
+
+
+@settings(max_examples=50, deadline=None)
+@given(model_configs(), st.integers(1, 4096))
+def test_kaplan_forward_flops_per_token_has_no_vocab_term(cfg: ModelConfig, n_ctx: int) -> None:
+    # neither the embedding nor the head (tied or not) is in Kaplan's C_forward: the vocabulary size drops out
+    bigger_vocab = dataclasses.replace(cfg, vocab_size=cfg.vocab_size + 1000)
+    assert kaplan_forward_flops_per_token(bigger_vocab, n_ctx) == kaplan_forward_flops_per_token(cfg, n_ctx)
+
+
+def test_forward_split_per_token_gpt2_small() -> None:
+    assert forward_split_per_token(from_name("gpt2-small"), 1024) == {
+        "attention_projections": 56_623_104,  # 12·(2·768·2,304 + 2·768·768) = 12·8·768²
+        "attention_scores": 37_748_736,  # 12·(2 + 2)·1,024·768: Q K^T and P V, the full T × T matrix
+        "mlp": 113_246_208,  # 12·2·(2·768·3,072) = 12·16·768²
+        "lm_head": 77_194_752,  # 2·768·50,257
+        "total": 284_812_800,  # forward_flops_per_token(gpt2-small, 1024)
+    }
+
+
+def test_forward_split_per_token_beyond_learned_positions() -> None:
+    # 32k tokens through GPT-2 small (a longer position table, same matmuls): scores grow with T, nothing else
+    split = forward_split_per_token(from_name("gpt2-small"), 32_768)
+    assert split["attention_scores"] == 1_207_959_552  # 12·4·32,768·768
+    assert split["mlp"] == 113_246_208
+
+
+@settings(max_examples=50, deadline=None)
+@given(model_configs(), st.data())
+def test_forward_split_per_token_sums_to_forward_flops_per_token(cfg: ModelConfig, data: st.DataObject) -> None:
+    seq_len = data.draw(st.integers(1, cfg.n_ctx))
+    split = forward_split_per_token(cfg, seq_len)
+    assert list(split) == [*SPLIT_PARTS, "total"]
+    assert split["total"] == sum(split[part] for part in SPLIT_PARTS) == forward_flops_per_token(cfg, seq_len)
 
 
 def test_train_flops_per_token_gpt2_small() -> None:

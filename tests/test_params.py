@@ -9,7 +9,7 @@ from strategies import model_configs
 
 from lecturelib.configs import MODELS, ModelConfig, from_name
 from lecturelib.models import GPT
-from lecturelib.params import n_params, non_embedding_params, param_breakdown
+from lecturelib.params import kaplan_params, n_params, non_embedding_params, param_breakdown
 
 
 def pytorch_param_count(cfg: ModelConfig) -> int:
@@ -48,6 +48,13 @@ def test_non_embedding_params_llama_keeps_untied_head() -> None:
     assert non_embedding_params(from_name("llama2-7b")) == 6_738_415_616 - 32_000 * 4_096
 
 
+def test_kaplan_params_leaves_out_any_lm_head() -> None:
+    # GPT-2's head is tied (the token embedding): Kaplan's N is the non-embedding count
+    assert kaplan_params(from_name("gpt2-small")) == 85_056_000
+    # Llama's untied head is a vocabulary matrix too (Kaplan Table 1: de-embedding not in N)
+    assert kaplan_params(from_name("llama2-7b")) == 6_738_415_616 - 2 * 32_000 * 4_096  # 6,476,271,616
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_n_params_matches_pytorch(name: str) -> None:
     assert n_params(MODELS[name]) == pytorch_param_count(MODELS[name])
@@ -66,6 +73,7 @@ def test_param_breakdown_parts_sum_to_total(cfg: ModelConfig) -> None:
     total = parts.pop("total")
     assert total == sum(parts.values())
     assert non_embedding_params(cfg) == total - parts["token_embedding"] - parts["position_embedding"]
+    assert kaplan_params(cfg) == non_embedding_params(cfg) - parts["lm_head"]
 
 
 def test_param_breakdown_gpt2_small_parts() -> None:

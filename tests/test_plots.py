@@ -209,3 +209,65 @@ def test_sqnr_vs_bits_figure_draws_series_guide_and_points():
 def test_sqnr_vs_bits_figure_rejects_bad_series(series):
     with pytest.raises(ValueError):
         plots.sqnr_vs_bits_figure([4, 8], series)
+
+
+def test_flop_split_figure_stacks_shares_per_model():
+    splits = {
+        "a": {"mlp": [3, 1], "scores": [1, 3]},
+        "b": {"mlp": [2, 2], "scores": [2, 6]},
+        "c": {"mlp": [1, 1], "scores": [0, 1]},
+    }
+    fig = plots.flop_split_figure([128, 256], splits)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["a", "b", "c"]  # 2 × 2 grid, the fourth panel hidden
+    for ax, split in zip(visible, splits.values()):
+        mlp, scores = ax.collections  # one filled band per part
+        top = max(y for path in scores.get_paths() for _, y in path.vertices)
+        assert top == pytest.approx(1.0)  # the shares of each context length stack up to 1
+        assert ax.get_xscale() == "log"
+    band = visible[0].collections[0].get_paths()[0].vertices  # model "a", mlp: shares 3/4 then 1/4
+    assert max(y for x, y in band if x == 128) == pytest.approx(0.75)
+    assert max(y for x, y in band if x == 256) == pytest.approx(0.25)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["mlp", "scores"]
+    assert [t.get_text() for t in visible[2].get_xticklabels()] == ["128", "256"]  # the bottom row is labelled
+
+
+def test_flop_split_figure_marks_a_context_length():
+    fig = plots.flop_split_figure([512, 1024, 2048], {"a": {"mlp": [1, 1, 1]}}, mark_context=1024, mark_label="n_ctx")
+    (ax, *_) = fig.axes
+    (line,) = ax.lines
+    assert list(line.get_xdata()) == [1024, 1024]
+    assert [t.get_text() for t in ax.texts] == ["n_ctx"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["512", "1k", "2k"]
+
+
+@pytest.mark.parametrize(
+    ("lengths", "splits"),
+    [
+        ([], {"a": {"mlp": []}}),
+        ([128], {}),
+        ([128, 256], {"a": {"mlp": [1]}}),  # one value for two context lengths
+        ([0], {"a": {"mlp": [1]}}),
+        ([128], {"a": {"mlp": [-1]}}),
+        ([128], {"a": {"mlp": [0], "scores": [0]}}),  # nothing to share out
+    ],
+)
+def test_flop_split_figure_rejects_bad_input(lengths, splits):
+    with pytest.raises(ValueError):
+        plots.flop_split_figure(lengths, splits)
+
+
+def test_model_split_figure_draws_both_splits():
+    fig = plots.model_split_figure({"mlp": 3, "lm_head": 1}, {"embeddings": 5, "blocks": 15}, title="t")
+    ax_flops, ax_params = fig.axes
+    assert [bar.get_width() for bar in ax_flops.patches] == [3, 1]
+    assert [bar.get_width() for bar in ax_params.patches] == [5, 15]
+    assert [t.get_text() for t in ax_flops.texts] == ["75%", "25%"]  # share labels
+    assert [t.get_text() for t in ax_params.get_yticklabels()] == ["embeddings", "blocks"]
+    assert fig._suptitle.get_text() == "t"
+
+
+@pytest.mark.parametrize("split", [{}, {"mlp": 0}, {"mlp": -1, "head": 2}])
+def test_model_split_figure_rejects_bad_split(split):
+    with pytest.raises(ValueError):
+        plots.model_split_figure(split, {"blocks": 1})
