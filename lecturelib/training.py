@@ -301,18 +301,23 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.devic
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=device.type == "cuda")
 
 
-@functools.cache
 def reference_flop_per_s(device_type: str, precision: str) -> tuple[float, str]:
     """The MFU reference: the datasheet peak of this GPU and dtype, else a measured matmul rate."""
     if device_type == "cuda":
         key = hardware.gpu_key(torch.cuda.get_device_name())
         if key is not None and (key, precision) in hardware.PEAKS:
             return hardware.PEAKS[(key, precision)].value, f"datasheet, {key} {precision} dense"
-    # no datasheet entry (a CPU, an unlisted GPU): the best of three measured matmul rates, once per
-    # process (best, not median: on a shared machine a neighbour's load only ever slows it down)
+    return _measured_flop_per_s(device_type, precision, torch.get_num_threads())
+
+
+@functools.cache
+def _measured_flop_per_s(device_type: str, precision: str, threads: int) -> tuple[float, str]:
+    """The best of three measured matmul rates, once per process and thread count."""
+    # no datasheet entry (a CPU, an unlisted GPU): best, not median, because on a shared machine a
+    # neighbour's load only ever slows the matmul down
     n = 512 if device_type == "cpu" else 4096
     rate = max(hardware.measure_matmul_flop_per_s(n, precision, device_type, min_run_time_s=0.05) for _ in range(3))
-    return rate, f"best measured {n} x {n} {precision} matmul on {device_type}, {torch.get_num_threads()} thread(s)"
+    return rate, f"best measured {n} x {n} {precision} matmul on {device_type}, {threads} thread(s)"
 
 
 def rng_state() -> dict[str, Any]:
@@ -568,23 +573,37 @@ def _saved_tensors(into: list[torch.Tensor]) -> Iterator[None]:
         yield
 
 
-def saved_activation_bytes(model_cfg: ModelConfig, batch: int, seq_len: int, precision: str, seed: int = 0) -> int:
-    """Bytes the forward pass of one micro-batch keeps for backward: distinct storages that are not parameters."""
+def saved_activation_breakdown(
+    model_cfg: ModelConfig, batch: int, seq_len: int, precision: str, *, seed: int = 0, device: str = "cpu"
+) -> dict[str, int]:
+    """Bytes the forward pass of one micro-batch keeps for backward, by dtype: distinct storages, parameters excluded."""
     # What autograd saves lives until backward: the layers' inputs and intermediate results, and under
     # autocast also the 16-bit copies of the weights it made. Views of one storage are counted once.
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     torch.manual_seed(seed)
-    model = GPT(model_cfg)
-    x, y = SyntheticTokens(model_cfg.vocab_size, seq_len, seed).batch(0, batch)
+    model = GPT(model_cfg).to(device)
+    x, y = (t.to(device) for t in SyntheticTokens(model_cfg.vocab_size, seq_len, seed).batch(0, batch))
     saved: list[torch.Tensor] = []
-    autocast = torch.autocast("cpu", dtype=AUTOCAST_DTYPES.get(precision, torch.bfloat16), enabled=precision != "fp32")
-    with _saved_tensors(saved), autocast:
-        logits = model(x)
+    dtype = AUTOCAST_DTYPES.get(precision, torch.bfloat16)
+    with _saved_tensors(saved), torch.autocast(torch.device(device).type, dtype=dtype, enabled=precision != "fp32"):
+        logits = model(x)  # (B, T, vocab)
         F.cross_entropy(logits.flatten(0, 1), y.flatten())
     parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved}
-    return sum(n for ptr, n in storages.items() if ptr not in parameters)
+    storages = {t.untyped_storage().data_ptr(): (t.untyped_storage().nbytes(), t.dtype) for t in saved}
+    breakdown: dict[str, int] = {}
+    for ptr, (n_bytes, tensor_dtype) in storages.items():
+        if ptr not in parameters:
+            name = str(tensor_dtype).removeprefix("torch.")
+            breakdown[name] = breakdown.get(name, 0) + n_bytes
+    return dict(sorted(breakdown.items()))
+
+
+def saved_activation_bytes(
+    model_cfg: ModelConfig, batch: int, seq_len: int, precision: str, *, seed: int = 0, device: str = "cpu"
+) -> int:
+    """Total of saved_activation_breakdown: bytes one micro-batch's forward keeps for the backward pass."""
+    return sum(saved_activation_breakdown(model_cfg, batch, seq_len, precision, seed=seed, device=device).values())
 
 
 def format_records(records: Sequence[StepRecord]) -> str:

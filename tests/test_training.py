@@ -31,6 +31,7 @@ from lecturelib.training import (
     lr_at,
     rng_state,
     save_checkpoint,
+    saved_activation_breakdown,
     saved_activation_bytes,
     set_rng_state,
     train,
@@ -357,6 +358,16 @@ def test_saved_activation_bytes_grow_with_batch_and_shrink_in_bf16() -> None:
 def test_saved_activation_bytes_counts_the_logits() -> None:
     # the loss keeps log_softmax of the logits, (B·T, vocab) in fp32, for its backward
     assert saved_activation_bytes(MICRO, 2, 16, "fp32") >= 2 * 16 * MICRO.vocab_size * 4
+
+
+def test_saved_activation_breakdown_by_dtype_sums_to_total() -> None:
+    fp32 = saved_activation_breakdown(MICRO, 2, 16, "fp32")
+    bf16 = saved_activation_breakdown(MICRO, 2, 16, "bf16")
+    assert set(fp32) == {"float32", "int64"}  # activations, and the token and position ids of the embeddings
+    assert set(bf16) == {"bfloat16", "float32", "int64"}  # autocast: 16-bit matmul inputs; fp32 norms, loss
+    # int64 ids, 8 bytes each: the (B, T + 1) sample the inputs are a view of, the flattened targets, the positions
+    assert fp32["int64"] == bf16["int64"] == 2 * 17 * 8 + 2 * 16 * 8 + 16 * 8
+    assert sum(bf16.values()) == saved_activation_bytes(MICRO, 2, 16, "bf16")
 
 
 def test_reference_flop_per_s_measures_cpu_once() -> None:
