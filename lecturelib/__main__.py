@@ -1,4 +1,4 @@
-"""The command line: `python -m lecturelib params|flops|memory|kv-cache|roofline ... [--json]`."""
+"""The command line: `python -m lecturelib params|flops|memory|kv-cache|roofline|train ... [--json]`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from lecturelib.memory import (
     training_memory,
 )
 from lecturelib.params import n_params, non_embedding_params, param_breakdown
+from lecturelib.training import PRECISIONS, StepRecord, TrainConfig, format_records, train
+from tqdm import tqdm
 
 PROG = "lecturelib"
 
@@ -65,6 +67,17 @@ def _positive_number(text: str) -> float:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    """argparse type: an int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = _Parser(prog=PROG, description="Resource accounting for transformer models.")
@@ -99,6 +112,26 @@ def build_parser() -> argparse.ArgumentParser:
     roof.add_argument("--flops", type=_positive_number, required=True, metavar="F")
     roof.add_argument("--bytes", type=_positive_number, required=True, metavar="B", dest="n_bytes")
     roof.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    # train: lecturelib.training's loop on the synthetic walk
+    train = command("train", "train a GPT on synthetic tokens: loss, tokens/s, MFU and peak memory per step")
+    train.add_argument("--steps", type=_positive_int, required=True, metavar="N",
+                       help="optimizer steps of the whole run (the learning rate decays over them)")
+    train.add_argument("--batch", type=_positive_int, required=True, metavar="B", help="sequences per micro-batch")
+    train.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
+    train.add_argument("--accum", type=_positive_int, default=1, metavar="A",
+                       help="micro-batches per optimizer step: a step sees B·A sequences (default 1)")
+    train.add_argument("--precision", choices=list(PRECISIONS), default="fp32")
+    train.add_argument("--lr", type=_positive_number, default=TrainConfig.lr, metavar="X",
+                       help=f"peak learning rate (default {TrainConfig.lr:g}; min_lr is lr/10)")
+    train.add_argument("--warmup", type=_non_negative_int, default=None, metavar="W",
+                       help="linear warm-up steps (default N // 10)")
+    train.add_argument("--seed", type=_non_negative_int, default=0, metavar="S",
+                       help="fixes the initial weights and the stream of samples (default 0)")
+    train.add_argument("--compile", action="store_true", help="run the model through torch.compile")
+    train.add_argument("--checkpoint", metavar="PATH", help="save checkpoints here (atomically)")
+    train.add_argument("--save-every", type=_positive_int, metavar="K", help="save every K steps (and at the end)")
+    train.add_argument("--stop-after", type=_positive_int, metavar="S", help="save and stop after step S")
+    train.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint up to N")
     return parser
 
 
@@ -176,7 +209,33 @@ def _roofline(args: argparse.Namespace) -> Result:
     }
 
 
+def _train(cfg: ModelConfig, args: argparse.Namespace) -> Result:
+    run = TrainConfig(
+        steps=args.steps, batch=args.batch, seq_len=args.seq_len, accum=args.accum, precision=args.precision,
+        lr=args.lr, warmup=args.warmup, seed=args.seed, compile=args.compile, checkpoint=args.checkpoint,
+        save_every=args.save_every, stop_after=args.stop_after, resume=args.resume,
+    )
+    shown = False
+
+    def show(record: StepRecord) -> None:  # the table, a line per step as it is measured, header first
+        nonlocal shown
+        header, line = format_records([record]).splitlines()
+        tqdm.write(line if shown else f"{header}\n{line}", file=sys.stdout)
+        shown = True
+
+    try:
+        result = train(cfg, run, progress=sys.stderr if sys.stderr.isatty() else None,
+                       on_step=None if args.json else show)
+    except OSError as error:  # e.g. a checkpoint folder that does not exist
+        raise CLIError(f"{error.strerror or error}: {error.filename or args.checkpoint}") from None
+    summary = result.as_dict()
+    if args.json:
+        return summary
+    return {key: value for key, value in summary.items() if not isinstance(value, list)}  # lists shown above
+
+
 MODEL_COMMANDS = {"params": _params, "flops": _flops, "memory": _memory, "kv-cache": _kv_cache}
+MODEL_COMMANDS["train"] = _train
 COMMANDS = {"roofline": _roofline}  # commands that take no model
 
 

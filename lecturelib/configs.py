@@ -127,6 +127,19 @@ MODELS: dict[str, ModelConfig] = {
         vocab_size=32000,  # vocab_size
         n_ctx=4096,  # max_position_embeddings
     ),
+    # Not a published model: a GPT-2-shaped toy that trains in seconds on a laptop CPU
+    # (lecturelib.training, notebook 08). 462,336 parameters.
+    "gpt-tiny": ModelConfig(
+        name="gpt-tiny",
+        arch="gpt2",  # learned positions, LayerNorm, GELU MLP, tied LM head, as GPT-2
+        n_layer=2,  # two blocks: attention can compose across layers, yet a step takes milliseconds
+        n_head=4,  # 4 heads of head_dim 32
+        n_kv_head=4,  # multi-head attention, as GPT-2
+        d_model=128,  # residual width
+        d_ff=512,  # 4 * d_model, as GPT-2
+        vocab_size=256,  # byte-sized vocabulary: the embedding is 256 · 128 = 32,768 parameters
+        n_ctx=256,  # longest sequence; the position table is 256 · 128 = 32,768 parameters
+    ),
 }
 
 

@@ -393,3 +393,36 @@ def model_split_figure(
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def step_curves_figure(
+    curves: dict[str, Sequence[float]],
+    *,
+    ylabel: str,
+    title: str,
+    first_step: int = 1,
+    reference: float | None = None,
+    reference_label: str = "",
+    logy: bool = False,
+) -> Figure:
+    """Per-step series (loss, learning rate, ...) against the optimizer step, with an optional horizontal reference."""
+    if not curves or any(len(ys) == 0 for ys in curves.values()):
+        raise ValueError("curves needs at least one non-empty series")
+    values = [y for ys in curves.values() for y in ys] + ([] if reference is None else [reference])
+    if any(not math.isfinite(y) for y in values) or (logy and any(y <= 0 for y in values)):
+        raise ValueError("values must be finite (and positive on a log axis)")
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    styles = ["-", "--", ":", "-."]
+    for i, (label, ys) in enumerate(curves.items()):
+        ax.plot(range(first_step, first_step + len(ys)), list(ys), styles[i % len(styles)], label=label)
+    if reference is not None:
+        ax.axhline(reference, color="black", linestyle="--", linewidth=0.8, label=reference_label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig

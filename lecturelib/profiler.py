@@ -288,3 +288,37 @@ def peak_memory(fn: Callable[[], object], device: str | None = None) -> PeakMemo
     if cuda_peaks[0] > 0:
         return PeakMemory(peak_bytes=cuda_peaks[0], device="cuda", method=cuda_method)
     return PeakMemory(peak_bytes=cpu_bytes, device="cpu", method=method)
+
+
+class MemoryHighWater:
+    """Peak memory added since this object was made: CUDA tensor bytes, or else the process's peak RSS."""
+
+    # CUDA: torch.cuda.max_memory_allocated since a reset, minus the bytes allocated then. Elsewhere:
+    # the kernel's peak-RSS counter (Linux VmHWM, reset here: one MemoryHighWater at a time), or RSS
+    # sampled at each call to peak_added_bytes. RSS also counts memory malloc keeps after a free, so in a
+    # process that ran something big before, a later run can reuse those pages and add less than it uses.
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = "cuda" if device == "cuda" else "cpu"
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._base = torch.cuda.memory_allocated()
+            self.method = "cuda: torch.cuda.max_memory_allocated (tensor bytes)"
+        elif _reset_rss_high_water_mark():
+            self._base = _status_kib("VmRSS") * 1024
+            self.method = "cpu: Linux peak RSS (VmHWM after clear_refs), whole process"
+        else:
+            self._base = psutil.Process().memory_info().rss
+            self.method = "cpu: psutil RSS sampled when read, whole process"
+        self._sampled_peak = self._base
+
+    def peak_added_bytes(self) -> int:
+        """The peak since creation minus the level at creation, in bytes."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() - self._base
+        if self.method.startswith("cpu: Linux"):
+            return _status_kib("VmHWM") * 1024 - self._base
+        self._sampled_peak = max(self._sampled_peak, psutil.Process().memory_info().rss)
+        return self._sampled_peak - self._base

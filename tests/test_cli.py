@@ -243,3 +243,92 @@ def test_cli_subprocess_bad_input_no_traceback(argv: list[str]) -> None:
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("lecturelib: error: ")
     assert "Traceback" not in proc.stderr
+
+
+# train: lecturelib.training through the CLI (CPU, fp32), with the two promises of its issue
+
+TRAIN_ARGS = ["train", "--model", "gpt-tiny", "--seq-len", "32"]
+
+
+def test_cli_train_json_keys_and_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, *TRAIN_ARGS, "--steps", "3", "--batch", "2", "--accum", "2")
+    assert {"final_loss", "losses", "first_step", "step", "tokens_per_s", "mfu", "peak_memory_bytes",
+            "device"} <= set(result)
+    assert (result["first_step"], result["step"], result["device"]) == (1, 3, "cpu")
+    assert len(result["losses"]) == 3 and result["final_loss"] == result["losses"][-1]  # type: ignore[index]
+    assert result["tokens_per_step"] == 2 * 32 * 2  # batch · seq_len · accum
+    assert result["mfu"] > 0 and result["peak_memory_bytes"] >= 0  # type: ignore[operator]
+
+
+def test_cli_train_resume_is_bit_identical(tmp_path: Path) -> None:
+    """--steps 8 in one run == --stop-after 4, then --resume, in fresh processes: steps 5-8 bit for bit."""
+    path = str(tmp_path / "run.pt")
+    common = [*TRAIN_ARGS, "--steps", "8", "--batch", "4", "--json"]
+    whole, first, rest = (run_cli(*common, *extra) for extra in
+                          ([], ["--checkpoint", path, "--stop-after", "4"], ["--checkpoint", path, "--resume"]))
+    assert (whole.returncode, first.returncode, rest.returncode) == (0, 0, 0), rest.stderr
+    whole_json, first_json, rest_json = (json.loads(p.stdout) for p in (whole, first, rest))
+    assert (first_json["first_step"], first_json["step"]) == (1, 4)
+    assert (rest_json["first_step"], rest_json["step"]) == (5, 8)
+    assert first_json["losses"] == whole_json["losses"][:4]
+    assert rest_json["losses"] == whole_json["losses"][4:]  # JSON floats round-trip exactly: bit-identical
+
+
+def test_cli_train_accumulation_matches_big_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    big = run_json(capsys, *TRAIN_ARGS, "--steps", "8", "--batch", "8", "--accum", "1", "--seed", "3")
+    small = run_json(capsys, *TRAIN_ARGS, "--steps", "8", "--batch", "2", "--accum", "4", "--seed", "3")
+    assert len(big["losses"]) == len(small["losses"]) == 8  # type: ignore[arg-type]
+    for a, b in zip(big["losses"], small["losses"]):  # type: ignore[call-overload]
+        assert abs(a - b) <= 1e-5 * abs(a)
+
+
+def test_cli_train_table_prints_a_line_per_step(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*TRAIN_ARGS, "--steps", "2", "--batch", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["step", "loss", "lr"]
+    assert [line.split()[0] for line in lines[1:3]] == ["1", "2"]
+    assert any(line.startswith("final_loss ") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "--model", "gpt5", "--steps", "2", "--batch", "1", "--seq-len", "8"], "unknown model 'gpt5'"),
+        ([*TRAIN_ARGS, "--steps", "0", "--batch", "1"], "expected a positive integer, got 0"),
+        ([*TRAIN_ARGS, "--steps", "2", "--batch", "1", "--precision", "fp8"], "invalid choice: 'fp8'"),
+        ([*TRAIN_ARGS, "--steps", "2", "--batch", "1", "--warmup", "3"], "warmup must be between 0 and steps"),
+        ([*TRAIN_ARGS, "--steps", "2", "--batch", "1", "--stop-after", "1"], "need a checkpoint path"),
+        (["train", "--model", "gpt-tiny", "--steps", "2", "--batch", "1", "--seq-len", "257"], "exceeds the model's context"),
+        ([*TRAIN_ARGS, "--steps", "2", "--batch", "1", "--checkpoint", "/nonexistent/dir/c.pt"], "/nonexistent/dir"),
+    ],
+)
+def test_cli_train_bad_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("lecturelib: error: ")
+    assert message in err
+
+
+@pytest.mark.parametrize("content", [None, b"\x00 not a checkpoint", b""])
+def test_cli_train_unreadable_checkpoint_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes | None
+) -> None:
+    path = tmp_path / "c.pt"
+    if content is not None:
+        path.write_bytes(content)
+    assert main([*TRAIN_ARGS, "--steps", "4", "--batch", "2", "--checkpoint", str(path), "--resume"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("lecturelib: error: ") and "checkpoint" in err
+
+
+def test_cli_train_subprocess_bad_checkpoint_no_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "c.pt"
+    path.write_bytes(b"\x00 not a checkpoint")
+    proc = run_cli(*TRAIN_ARGS, "--steps", "4", "--batch", "2", "--checkpoint", str(path), "--resume", "--json")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("lecturelib: error: cannot read checkpoint")
+    assert "Traceback" not in proc.stderr

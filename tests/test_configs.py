@@ -19,7 +19,7 @@ def write_json(tmp_path: Path, data: object, name: str = "custom.json") -> Path:
 
 def test_models_names_are_keys() -> None:
     assert {name: cfg.name for name, cfg in MODELS.items()} == {name: name for name in MODELS}
-    assert set(MODELS) == {"gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama2-7b", "llama2-70b"}
+    assert set(MODELS) == {"gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama2-7b", "llama2-70b", "gpt-tiny"}
 
 
 def test_from_name_gpt2_small_fields() -> None:

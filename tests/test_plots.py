@@ -271,3 +271,31 @@ def test_model_split_figure_draws_both_splits():
 def test_model_split_figure_rejects_bad_split(split):
     with pytest.raises(ValueError):
         plots.model_split_figure(split, {"blocks": 1})
+
+
+def test_step_curves_figure_draws_each_series_from_first_step():
+    fig = plots.step_curves_figure(
+        {"fp32": [5.0, 4.0, 3.0], "bf16": [5.1, 4.1, 3.1]}, ylabel="loss", title="t", first_step=5,
+        reference=1.386, reference_label="floor",
+    )
+    (ax,) = fig.axes
+    fp32, bf16, floor = ax.lines
+    assert list(fp32.get_xdata()) == [5, 6, 7]
+    assert list(bf16.get_ydata()) == [5.1, 4.1, 3.1]
+    assert list(floor.get_ydata()) == [1.386, 1.386]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fp32", "bf16", "floor"]
+    assert ax.get_yscale() == "linear"
+
+
+def test_step_curves_figure_log_axis():
+    fig = plots.step_curves_figure({"lr": [1e-4, 1e-3]}, ylabel="lr", title="t", logy=True)
+    assert fig.axes[0].get_yscale() == "log"
+
+
+@pytest.mark.parametrize(
+    ("curves", "logy"),
+    [({}, False), ({"a": []}, False), ({"a": [1.0, float("nan")]}, False), ({"a": [0.0]}, True)],
+)
+def test_step_curves_figure_rejects_bad_series(curves, logy):
+    with pytest.raises(ValueError):
+        plots.step_curves_figure(curves, ylabel="y", title="t", logy=logy)

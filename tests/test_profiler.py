@@ -170,3 +170,24 @@ def test_fit_fixed_cost_weighs_small_and_large_times_alike() -> None:
 def test_fit_fixed_cost_rejects_unfittable_input(work, seconds) -> None:
     with pytest.raises(ValueError):
         fit_fixed_cost(work, seconds)
+
+
+def test_memory_high_water_sees_a_freed_peak() -> None:
+    from lecturelib.profiler import MemoryHighWater
+
+    tracker = MemoryHighWater("cpu")
+    x = torch.ones(BIG_FLOATS)  # 64 MiB, touched
+    del x  # freed (returned to the OS): the current RSS drops, the high-water mark stays
+    peak = tracker.peak_added_bytes()
+    assert 60 * MIB <= peak <= 80 * MIB, peak / MIB
+    assert tracker.method.startswith("cpu")
+
+
+@needs_cuda
+def test_memory_high_water_cuda_is_exact_tensor_bytes() -> None:
+    from lecturelib.profiler import MemoryHighWater
+
+    tracker = MemoryHighWater("cuda")
+    x = torch.empty(2**20, device="cuda")  # 4 MiB
+    del x
+    assert tracker.peak_added_bytes() == 4 * MIB
