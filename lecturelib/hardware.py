@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -14,7 +13,7 @@ from typing import Literal
 import torch
 
 from lecturelib.flops import matmul_flops
-from lecturelib.profiler import benchmark
+from lecturelib.profiler import benchmark, time_each_call
 
 
 def detect_device() -> str:
@@ -425,34 +424,8 @@ def measure_bandwidth(
         moved = 2 * 4 * n
     else:
         raise ValueError(f"unknown op {op!r}; known: read, copy")
-    times = _time_each_call(fn, min_run_time_s, num_threads)
-    return BandwidthPoint(op, working_set_bytes, moved, times[0], times[len(times) // 2])
-
-
-def _time_each_call(fn: Callable[[], object], min_run_time_s: float, num_threads: int | None) -> list[float]:
-    """Seconds of each call of fn() for min_run_time_s (at least 5 calls), sorted; the accelerator synced around each."""
-    # One call per sample, not blocks of calls: a call here is ~0.2 ms or more (32 MiB streamed), so the clock's
-    # overhead (< 1 µs) is negligible, and on a busy machine some calls run undisturbed: the fastest is clean.
-    # (torch.utils.benchmark's blocked_autorange would time a few blocks of ~10 ms, nearly all interrupted.)
-    sync = torch.accelerator.synchronize if torch.accelerator.current_accelerator(check_available=True) else None
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(num_threads or previous_threads)
-    try:
-        for _ in range(2):  # warm up: first calls pay for page faults and kernel selection
-            fn()
-        times: list[float] = []
-        deadline = time.perf_counter() + min_run_time_s
-        while len(times) < 5 or time.perf_counter() < deadline:
-            if sync is not None:
-                sync()  # kernels launch asynchronously: wait for the queue before starting the clock
-            start = time.perf_counter()
-            fn()
-            if sync is not None:
-                sync()
-            times.append(time.perf_counter() - start)
-    finally:
-        torch.set_num_threads(previous_threads)
-    return sorted(times)
+    times = time_each_call(fn, min_run_time_s=min_run_time_s, num_threads=num_threads)
+    return BandwidthPoint(op, working_set_bytes, moved, times.best_s, times.median_s)
 
 
 def bandwidth_sweep(

@@ -19,7 +19,6 @@ from lecturelib.hardware import (
     BandwidthPoint,
     CpuCaches,
     _cache_size_bytes,
-    _time_each_call,
     arithmetic_intensity,
     attainable_flop_per_s,
     bandwidth_sweep,
@@ -390,11 +389,3 @@ def test_measure_bandwidth_cuda_read_beyond_l2_below_datasheet() -> None:
     point = measure_bandwidth(2**30, "read", "cuda", min_run_time_s=0.2)  # 1 GiB: far beyond any L2
     assert 0 < point.best_bytes_per_s <= 1.05 * peak_bytes_per_s(key)
 
-
-def test_time_each_call_times_at_least_five_calls_and_restores_threads() -> None:
-    calls: list[int] = []
-    threads_before = torch.get_num_threads()
-    times = _time_each_call(lambda: calls.append(torch.get_num_threads()), 1e-6, 1)
-    assert len(times) >= 5 and times == sorted(times) and all(t >= 0 for t in times)
-    assert len(calls) == len(times) + 2  # two warm-up calls, not timed
-    assert set(calls) == {1} and torch.get_num_threads() == threads_before  # ran on 1 thread, then restored
