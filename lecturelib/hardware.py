@@ -8,12 +8,13 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import torch
 
 from lecturelib.flops import matmul_flops
-from lecturelib.profiler import benchmark
+from lecturelib.profiler import benchmark, time_each_call
 
 
 def detect_device() -> str:
@@ -350,3 +351,220 @@ def wave_efficiency(tiles: int, n_sms: int) -> float:
     if tiles <= 0 or n_sms <= 0:
         raise ValueError(f"tiles and n_sms must be positive, got {tiles} and {n_sms}")
     return tiles / (math.ceil(tiles / n_sms) * n_sms)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bytes moved: the other axis of the roofline (notebook 01)
+
+
+def elementwise_bytes(n: int, n_inputs: int, element_bytes: int) -> int:
+    """Minimum bytes of an elementwise op over n elements: n_inputs arrays read once, one array written."""
+    # a + b in fp32: (2 + 1) · n · 4 bytes; caches can't help, since every element is touched once
+    return (n_inputs + 1) * n * element_bytes
+
+
+def matmul_bytes(m: int, k: int, n: int, element_bytes: int) -> int:
+    """Minimum bytes of (m, k) @ (k, n): A and B read once, C written once (perfect reuse on chip)."""
+    return (m * k + k * n + m * n) * element_bytes
+
+
+def decode_seconds_per_token(n_params: int, element_bytes: int, bytes_per_s: float) -> float:
+    """Lower bound on batch-1 decoding time per token: every weight read once from memory."""
+    # memory-bound: a GEMV does 2 FLOPs per weight it reads, far below any ridge point; KV cache ignored
+    return n_params * element_bytes / bytes_per_s
+
+
+# bytes per stored element of the PEAKS dtypes (tf32 is stored as fp32)
+_STORAGE_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+GEMV_D_MODEL = 4096  # Llama-2-7B's d_model: the (d, d) weight of the explorer's batched GEMV
+
+
+def kernel_roofline(device_key: str, dtype: str, kernel: str, size: int, *, d_model: int = GEMV_D_MODEL) -> Roofline:
+    """Datasheet roofline of a square matmul (size = n) or a batched GEMV (b, d) @ (d, d) (size = b)."""
+    if size <= 0:
+        raise ValueError(f"size must be positive, got {size}")
+    element_bytes = _STORAGE_BYTES.get(dtype)
+    if element_bytes is None:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(_STORAGE_BYTES)}")
+    if kernel == "matmul":
+        m, k, n = size, size, size  # (n, n) @ (n, n): intensity 2n / (3 · bytes)
+    elif kernel == "gemv":
+        m, k, n = size, d_model, d_model  # b tokens through one (d, d) layer: intensity ≈ 2b / bytes for b ≪ d
+    else:
+        raise ValueError(f"unknown kernel {kernel!r}; known: matmul, gemv")
+    return roofline(
+        matmul_flops(m, k, n),
+        matmul_bytes(m, k, n, element_bytes),
+        peak_flop_per_s=peak_flop_per_s(device_key, dtype),
+        peak_bytes_per_s=peak_bytes_per_s(device_key),
+    )
+
+
+
+# ---------------------------------------------------------------------------------------------
+# This machine's memory hierarchy: cache sizes from Linux sysfs and a working-set bandwidth sweep
+
+SYSFS_CPU0_CACHE = "/sys/devices/system/cpu/cpu0/cache"  # index0..N/{level,type,size}, Linux only
+_SIZE_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}  # sysfs writes "32K", "1024K", "32768K"
+
+
+@dataclass(frozen=True)
+class CpuCaches:
+    """Data-cache sizes of one core's view of the CPU, in bytes; None where unknown."""
+
+    l1d_bytes: int | None  # level-1 data cache of one core
+    l2_bytes: int | None  # level-2 cache (per core on current x86)
+    l3_bytes: int | None  # level-3 cache shared by the core's group (the last level on most CPUs)
+
+    def tiers(self) -> dict[str, int]:
+        """The known caches, smallest first: {"L1d": bytes, "L2": bytes, "L3": bytes}."""
+        named = {"L1d": self.l1d_bytes, "L2": self.l2_bytes, "L3": self.l3_bytes}
+        return {name: size for name, size in named.items() if size is not None}
+
+
+def _cache_size_bytes(text: str) -> int | None:
+    """A sysfs cache size ("32K", "1024K", "32M" or plain bytes) in bytes; None if unreadable."""
+    text = text.strip()
+    unit = _SIZE_UNITS.get(text[-1:].upper(), 1)
+    digits = text[:-1] if unit != 1 else text
+    return int(digits) * unit if digits.isdigit() and int(digits) > 0 else None
+
+
+def cpu_caches(root: str | os.PathLike[str] = SYSFS_CPU0_CACHE) -> CpuCaches:
+    """L1d, L2 and L3 sizes of CPU 0 from Linux sysfs (what `lscpu` reads); None where unknown."""
+    found: dict[int, int] = {}
+    for index in sorted(Path(root).glob("index*")):  # no such folder (macOS, Windows): nothing found
+        try:
+            level = int((index / "level").read_text().strip())
+            kind = (index / "type").read_text().strip()  # "Data", "Instruction" or "Unified"
+            size = _cache_size_bytes((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and size is not None:
+            found.setdefault(level, size)
+    return CpuCaches(found.get(1), found.get(2), found.get(3))
+
+
+def gpu_l2_bytes(device: int = 0) -> int | None:
+    """L2 cache size of a CUDA device in bytes (H100 SXM: 50 MiB); None without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    size = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None)
+    return int(size) if size else None
+
+
+Op = Literal["read", "copy"]
+
+
+@dataclass(frozen=True)
+class BandwidthPoint:
+    """One size of a bandwidth sweep: what a call moved and how long it took."""
+
+    op: str  # "read" (a sum: loads only) or "copy" (loads and stores)
+    working_set_bytes: int  # bytes the op keeps touching: the buffer (read), source + destination (copy)
+    bytes_per_call: int  # bytes moved by one timed call, repetitions included (copy: read + write)
+    best_s: float  # fastest timed call, seconds: the least disturbed by other processes
+    median_s: float  # median over the timed calls, seconds
+
+    @property
+    def best_bytes_per_s(self) -> float:
+        """Bandwidth of the fastest call."""
+        return self.bytes_per_call / self.best_s
+
+    @property
+    def median_bytes_per_s(self) -> float:
+        """Bandwidth of the median call."""
+        return self.bytes_per_call / self.median_s
+
+
+def working_set_sizes(lo_bytes: int, hi_bytes: int, step: int = 2) -> list[int]:
+    """Sizes lo, lo·step, lo·step², ... up to hi (inclusive): a geometric sweep."""
+    if lo_bytes <= 0 or hi_bytes < lo_bytes or step < 2:
+        raise ValueError(f"need 0 < lo <= hi and step >= 2, got {lo_bytes}, {hi_bytes}, {step}")
+    sizes = [lo_bytes]
+    while sizes[-1] * step <= hi_bytes:
+        sizes.append(sizes[-1] * step)
+    return sizes
+
+
+def measure_bandwidth(
+    working_set_bytes: int,
+    op: Op = "read",
+    device: str | None = None,
+    *,
+    bytes_per_call: int | None = None,
+    min_run_time_s: float = 0.05,
+    num_threads: int | None = None,
+) -> BandwidthPoint:
+    """Bytes/s of streaming over a working set of a given size, repeated so that small sets time reliably."""
+    # read: the working set is one fp32 buffer x of n elements. x.expand(R, n) is a view that repeats
+    # x R times without copying it (row stride 0), so one torch.sum(..., dim=1) kernel reads the same
+    # n elements R times: the working set stays in whatever cache holds it, and one call moves
+    # R · working_set bytes, enough to dwarf the per-call overhead (µs) even for a 1 KiB buffer.
+    # copy: dst.copy_(src), the STREAM convention: 2 · n bytes per call (read + write), working set
+    # src + dst. There is no way to repeat a copy inside one kernel, so small copies measure the
+    # per-call overhead, not the cache.
+    if working_set_bytes < 8 or working_set_bytes % 8:
+        raise ValueError(f"working_set_bytes must be a positive multiple of 8, got {working_set_bytes}")
+    if min_run_time_s <= 0:
+        raise ValueError(f"min_run_time_s must be positive, got {min_run_time_s}")
+    device = device or detect_device()
+    if bytes_per_call is None:  # GPU: more per call, a kernel launch costs ~5 µs and HBM moves 3 TB/s
+        bytes_per_call = 2**30 if torch.device(device).type == "cuda" else 2**25
+    if op == "read":
+        n = working_set_bytes // 4
+        x = torch.ones(n, device=device)  # ones, not empty: untouched pages would all map one zero page
+        repeats = max(1, -(-bytes_per_call // working_set_bytes))  # ceil
+        rows = x.expand(repeats, n)  # (R, n), strides (0, 1): R views of the same buffer
+        out = torch.empty(repeats, device=device)
+
+        def fn() -> object:
+            return torch.sum(rows, dim=1, out=out)
+
+        moved = repeats * working_set_bytes
+    elif op == "copy":
+        n = working_set_bytes // 8  # src and dst: n fp32 elements each
+        src = torch.ones(n, device=device)
+        dst = torch.zeros(n, device=device)
+
+        def fn() -> object:
+            return dst.copy_(src)
+
+        moved = 2 * 4 * n
+    else:
+        raise ValueError(f"unknown op {op!r}; known: read, copy")
+    times = time_each_call(fn, min_run_time_s=min_run_time_s, num_threads=num_threads)
+    return BandwidthPoint(op, working_set_bytes, moved, times.best_s, times.median_s)
+
+
+def bandwidth_sweep(
+    sizes_bytes: list[int],
+    op: Op = "read",
+    device: str | None = None,
+    *,
+    min_run_time_s: float = 0.05,
+    num_threads: int | None = None,
+) -> list[BandwidthPoint]:
+    """measure_bandwidth at each working-set size, smallest first."""
+    return [
+        measure_bandwidth(size, op, device, min_run_time_s=min_run_time_s, num_threads=num_threads)
+        for size in sorted(sizes_bytes)
+    ]
+
+
+def tier_bandwidths(
+    points: list[BandwidthPoint], tiers: dict[str, int], memory_name: str = "DRAM"
+) -> dict[str, float]:
+    """Best bandwidth seen in each tier: sizes that fit a cache but not the one before it, then memory."""
+    # memory: working sets of at least 4x the last cache, so that only a sliver can still hit in it
+    result: dict[str, float] = {}
+    below = 0
+    for name, size in sorted(tiers.items(), key=lambda item: item[1]):
+        inside = [p.best_bytes_per_s for p in points if below < p.working_set_bytes <= size]
+        if inside:
+            result[name] = max(inside)
+        below = size
+    beyond = [p for p in points if p.working_set_bytes >= 4 * below] if below else points[-1:]
+    if beyond:
+        result[memory_name] = max(p.best_bytes_per_s for p in beyond)
+    return result

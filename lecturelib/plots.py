@@ -426,3 +426,88 @@ def step_curves_figure(
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 01: bandwidth against working set, and one kernel on a device's roofline
+
+
+def binary_bytes(n_bytes: float) -> str:
+    """A byte count in binary units for axis labels: 512 B, 32 KiB, 1 MiB, 1.5 GiB."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.3g} {unit}"
+    return f"{n_bytes:.3g} B"
+
+
+def bandwidth_sweep_figure(
+    series: dict[str, tuple[Sequence[int], Sequence[float]]],
+    cache_bytes: dict[str, int],
+    *,
+    title: str = "Bandwidth against working set",
+) -> Figure:
+    """Bytes/s against working-set size (log-log), one line per series, a dashed line at each cache size."""
+    if not series:
+        raise ValueError("series needs at least one (working sets, bytes/s) pair")
+    for name, (sizes, rates) in series.items():
+        _check_series(sizes, rates, f"{name} sizes", f"{name} bytes/s")
+    if any(size <= 0 for size in cache_bytes.values()):
+        raise ValueError("cache sizes must be positive")
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    for name, (sizes, rates) in series.items():
+        ax.plot(sizes, [r / 1e9 for r in rates], "o-", markersize=4, label=name)
+    for name, size in cache_bytes.items():
+        ax.axvline(size, color="gray", linestyle="--", linewidth=0.8)
+        ax.annotate(f"{name} {binary_bytes(size)}", (size, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(-3, -3), textcoords="offset points", rotation=90, ha="right", va="top",
+                    fontsize="small", color="dimgray")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
+    ax.set_xlabel("working set (bytes the op keeps touching)")
+    ax.set_ylabel("GB/s (10⁹ bytes per second)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="best", fontsize="small")  # the curves fill a different corner per machine
+    fig.tight_layout()
+    return fig
+
+
+def kernel_roofline_figure(
+    peak_flop_per_s: float,
+    peak_bytes_per_s: float,
+    intensity: float,
+    *,
+    label: str,
+    intensity_range: tuple[float, float] = (2.0**-4, 2.0**14),
+    title: str = "",
+) -> Figure:
+    """One roofline on fixed axes with one kernel on it: the point moves when the kernel changes, the axes don't."""
+    for name, value in (("peak_flop_per_s", peak_flop_per_s), ("peak_bytes_per_s", peak_bytes_per_s),
+                        ("intensity", intensity)):
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be positive and finite, got {value}")
+    lo, hi = intensity_range
+    if not 0 < lo < hi:
+        raise ValueError(f"intensity_range must be (lo, hi) with 0 < lo < hi, got {intensity_range}")
+    ridge = peak_flop_per_s / peak_bytes_per_s
+    attainable = min(peak_flop_per_s, intensity * peak_bytes_per_s)
+    bound = "memory-bound" if intensity < ridge else "compute-bound"
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    ax.plot(grid, [min(peak_flop_per_s, x * peak_bytes_per_s) for x in grid], color="black",
+            label=f"roof: {peak_bytes_per_s / 1e9:,.0f} GB/s, {peak_flop_per_s / 1e12:,.3g} TFLOP/s")
+    ax.axvline(ridge, color="gray", linestyle=":", label=f"ridge point {ridge:,.3g} FLOP/byte")
+    ax.plot([intensity], [attainable], "o", markersize=9,
+            color="tab:blue" if bound == "memory-bound" else "tab:red", label=f"{label}: {bound}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo * peak_bytes_per_s / 2, peak_flop_per_s * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.set_title(title or label)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig

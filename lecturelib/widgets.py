@@ -56,3 +56,45 @@ def explore(draw: Draw, controls: Mapping[str, ipywidgets.ValueWidget], *, show:
     for control in controls.values():
         control.observe(lambda change: explorer.redraw(), names="value")
     return explorer
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 01: a kernel on a datasheet roofline; move its size and watch the bound change
+
+KERNEL_LABELS = {"matmul": "matmul (n, n) @ (n, n)", "gemv": "batched GEMV (b, 4096) @ (4096, 4096)"}
+EXPLORER_SIZES = [2**k for k in range(15)]  # n or b: 1 ... 16384
+
+
+def draw_kernel_roofline(device: str, dtype: str, kernel: str, size: int) -> Figure:
+    """The roofline of `device` in `dtype` with one kernel of the given size on it, bound and time in the title."""
+    from lecturelib import hardware, plots  # heavy (torch); imported when a figure is drawn
+
+    if (device, dtype) not in hardware.PEAKS:  # e.g. the T4 has no bf16 tensor cores
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        ax.text(0.5, 0.5, f"{device} has no {dtype} peak in hardware.PEAKS", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    r = hardware.kernel_roofline(device, dtype, kernel, size)
+    label = f"{'n' if kernel == 'matmul' else 'b'} = {size}"
+    title = (f"{device}, {dtype}: {KERNEL_LABELS[kernel]}, {label}\n{r.bound}-bound, "
+             f"≥ {r.time_s * 1e6:,.3g} µs at {r.attainable_flop_per_s / r.peak_flop_per_s:.1%} of peak")
+    return plots.kernel_roofline_figure(r.peak_flop_per_s, r.peak_bytes_per_s,
+                                        r.arithmetic_intensity_flop_per_byte, label=label, title=title)
+
+
+def roofline_explorer(
+    device: str = "h100-sxm", dtype: str = "bf16", kernel: str = "matmul", size: int = 64, *, show: bool = True
+) -> Explorer:
+    """Dropdowns for a device of hardware.PEAKS, a dtype and a kernel, a slider over its size: the point moves."""
+    from lecturelib import hardware
+
+    devices = sorted({key for key, _ in hardware.PEAKS if key in hardware.MEMORY_BANDWIDTH})
+    dtypes = sorted({d for _, d in hardware.PEAKS})
+    controls: dict[str, ipywidgets.ValueWidget] = {
+        "device": ipywidgets.Dropdown(options=devices, value=device, description="device"),
+        "dtype": ipywidgets.Dropdown(options=dtypes, value=dtype, description="dtype"),
+        "kernel": ipywidgets.Dropdown(options=[(text, key) for key, text in KERNEL_LABELS.items()], value=kernel,
+                                      description="kernel"),
+        "size": ipywidgets.SelectionSlider(options=EXPLORER_SIZES, value=size, description="n or b"),
+    }
+    return explore(draw_kernel_roofline, controls, show=show)

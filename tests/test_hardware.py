@@ -3,25 +3,44 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lecturelib.flops import matmul_flops
 from lecturelib.hardware import (
     GPU_L2_BYTES,
+
+
+    GEMV_D_MODEL,
     GPU_NAMES,
     GPU_SMS,
     MEMORY_BANDWIDTH,
     PEAKS,
+    BandwidthPoint,
+    CpuCaches,
+    _cache_size_bytes,
     arithmetic_intensity,
     attainable_flop_per_s,
     cpu_clock_hz,
     cpu_vector_units,
     detect_device,
     gemm_tiles,
+
+
+    bandwidth_sweep,
+    cpu_caches,
+    decode_seconds_per_token,
+    detect_device,
+    elementwise_bytes,
     gpu_key,
+    gpu_l2_bytes,
+    kernel_roofline,
+    matmul_bytes,
+    measure_bandwidth,
     measure_copy_bytes_per_s,
     measure_matmul_flop_per_s,
     peak_bytes_per_s,
@@ -31,6 +50,10 @@ from lecturelib.hardware import (
     roofline_time_s,
     tile_efficiency,
     wave_efficiency,
+
+
+    tier_bandwidths,
+    working_set_sizes,
 )
 
 REQUIRED_GPUS = ("h100-sxm", "h100-pcie", "h200", "a100-sxm-80gb", "l4", "t4")
@@ -266,3 +289,170 @@ def test_gpu_tables_cover_the_same_devices() -> None:
         wave_efficiency(0, 132)
     with pytest.raises(ValueError):
         gemm_tiles(0, 5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 01: bytes moved, kernels on a roofline, this machine's caches and bandwidth sweep
+
+
+@pytest.mark.parametrize(("n", "n_inputs", "dtype"), [(1000, 2, torch.float32), (7, 1, torch.bfloat16), (33, 3, torch.float64)])
+def test_elementwise_bytes_equals_tensor_bytes(n: int, n_inputs: int, dtype: torch.dtype) -> None:
+    inputs = [torch.ones(n, dtype=dtype) for _ in range(n_inputs)]
+    output = torch.stack(inputs).sum(0)  # one array written
+    oracle = sum(t.nbytes for t in inputs) + output.nbytes
+    assert elementwise_bytes(n, n_inputs, dtype.itemsize) == oracle
+
+
+def test_elementwise_bytes_fp32_add() -> None:
+    assert elementwise_bytes(2**20, 2, 4) == 12 * 2**20  # read a and b, write c: 3 · 4 bytes per element
+
+
+@given(m=st.integers(1, 64), k=st.integers(1, 64), n=st.integers(1, 64), element_bytes=st.sampled_from([1, 2, 4]))
+def test_matmul_bytes_equals_operands_and_result(m: int, k: int, n: int, element_bytes: int) -> None:
+    a, b = torch.ones(m, k, dtype=torch.uint8), torch.ones(k, n, dtype=torch.uint8)
+    oracle = (a.nbytes + b.nbytes + (a @ b).nbytes) * element_bytes  # uint8: one byte per element
+    assert matmul_bytes(m, k, n, element_bytes) == oracle
+    assert matmul_bytes(m, k, n, element_bytes) == matmul_bytes(n, k, m, element_bytes)  # (AB)ᵀ = BᵀAᵀ
+
+
+def test_matmul_bytes_square_intensity_is_2n_over_3s() -> None:
+    n = 4096
+    assert matmul_bytes(n, n, n, 2) == 3 * n * n * 2  # 100,663,296 bytes
+    assert arithmetic_intensity(matmul_flops(n, n, n), matmul_bytes(n, n, n, 2)) == 2 * n / (3 * 2)
+
+
+def test_decode_seconds_per_token_llama2_7b_on_h100() -> None:
+    # 6,738,415,616 parameters (Llama-2-7B) × 2 bytes over 3.35 TB/s ≈ 4.02 ms per token
+    assert decode_seconds_per_token(6_738_415_616, 2, 3.35e12) == pytest.approx(4.0229e-3, rel=1e-4)
+
+
+@pytest.mark.parametrize(("n", "bound"), [(64, "memory"), (885, "memory"), (887, "compute"), (4096, "compute")])
+def test_kernel_roofline_matmul_crosses_the_ridge(n: int, bound: str) -> None:
+    # h100-sxm bf16: ridge 989.5e12 / 3.35e12 ≈ 295.4 FLOP/byte; square matmul intensity n/3 crosses it at n ≈ 886
+    assert kernel_roofline("h100-sxm", "bf16", "matmul", n).bound == bound
+
+
+def test_kernel_roofline_gemv_batch_one_is_one_flop_per_byte() -> None:
+    r = kernel_roofline("h100-sxm", "bf16", "gemv", 1)
+    d = GEMV_D_MODEL
+    assert r.arithmetic_intensity_flop_per_byte == 2 * d * d / ((d + d * d + d) * 2)  # ≈ 1 FLOP per byte
+    assert r.bound == "memory" and r.time_s == (d + d * d + d) * 2 / 3.35e12
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: kernel_roofline("h100-sxm", "bf16", "conv", 8),
+        lambda: kernel_roofline("h100-sxm", "int3", "matmul", 8),
+        lambda: kernel_roofline("h100-sxm", "bf16", "matmul", 0),
+        lambda: kernel_roofline("t4", "bf16", "matmul", 8),
+    ],
+)
+def test_kernel_roofline_rejects_bad_input(call) -> None:
+    with pytest.raises(ValueError):
+        call()
+
+
+def _fake_cache(root: Path, index: int, level: str, kind: str, size: str) -> None:
+    folder = root / f"index{index}"
+    folder.mkdir(parents=True)
+    for name, text in (("level", level), ("type", kind), ("size", size)):
+        (folder / name).write_text(text + "\n")
+
+
+def test_cpu_caches_reads_a_sysfs_tree(tmp_path: Path) -> None:
+    _fake_cache(tmp_path, 0, "1", "Data", "48K")
+    _fake_cache(tmp_path, 1, "1", "Instruction", "32K")  # instruction caches are not data caches
+    _fake_cache(tmp_path, 2, "2", "Unified", "2048K")
+    _fake_cache(tmp_path, 3, "3", "Unified", "36M")
+    caches = cpu_caches(tmp_path)
+    assert caches == CpuCaches(l1d_bytes=48 * 1024, l2_bytes=2 * 2**20, l3_bytes=36 * 2**20)
+    assert list(caches.tiers()) == ["L1d", "L2", "L3"]
+
+
+def test_cpu_caches_unknown_levels_are_none(tmp_path: Path) -> None:
+    _fake_cache(tmp_path, 0, "1", "Data", "32K")
+    _fake_cache(tmp_path, 1, "2", "Unified", "")  # an empty size: unknown, not zero
+    (tmp_path / "index2").mkdir()  # no files at all: skipped
+    assert cpu_caches(tmp_path) == CpuCaches(l1d_bytes=32 * 1024, l2_bytes=None, l3_bytes=None)
+    assert cpu_caches(tmp_path / "missing") == CpuCaches(None, None, None)  # no sysfs (macOS, Windows)
+    assert CpuCaches(None, None, None).tiers() == {}
+
+
+@pytest.mark.parametrize(("text", "size"), [("32K", 32768), ("1024K\n", 2**20), ("32M", 2**25), ("1G", 2**30),
+                                            ("512", 512), ("", None), ("0K", None), ("big", None)])
+def test_cache_size_bytes_parses_sysfs_units(text: str, size: int | None) -> None:
+    assert _cache_size_bytes(text) == size
+
+
+def test_cpu_caches_of_this_machine_grow_with_level() -> None:
+    sizes = list(cpu_caches().tiers().values())
+    assert sizes == sorted(sizes)  # possibly empty (no sysfs), never out of order
+
+
+def test_working_set_sizes_are_geometric() -> None:
+    assert working_set_sizes(1024, 8192) == [1024, 2048, 4096, 8192]
+    assert working_set_sizes(4096, 2**20, step=8) == [4096, 32768, 262144]
+    with pytest.raises(ValueError):
+        working_set_sizes(0, 8)
+
+
+@pytest.mark.parametrize("op", ["read", "copy"])
+def test_measure_bandwidth_counts_bytes_per_call(op: str) -> None:
+    point = measure_bandwidth(4096, op, "cpu", bytes_per_call=2**20, min_run_time_s=0.01, num_threads=1)
+    assert point.op == op and point.working_set_bytes == 4096
+    # read: the 4 KiB buffer is summed 2**20 / 4096 = 256 times per call; copy: 2 KiB read + 2 KiB written
+    assert point.bytes_per_call == (2**20 if op == "read" else 4096)
+    assert 0 < point.best_s <= point.median_s
+    assert point.best_bytes_per_s == point.bytes_per_call / point.best_s
+
+
+def test_measure_bandwidth_read_repeats_without_copying() -> None:
+    # a working set that doesn't divide bytes_per_call: ceil(1000 / 24) = 42 repetitions of 24 bytes
+    assert measure_bandwidth(24, "read", "cpu", bytes_per_call=1000, min_run_time_s=0.01).bytes_per_call == 42 * 24
+
+
+def test_measure_bandwidth_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="unknown op"):
+        measure_bandwidth(4096, "write", "cpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="multiple of 8"):
+        measure_bandwidth(12, "read", "cpu")
+    with pytest.raises(ValueError, match="min_run_time_s"):
+        measure_bandwidth(4096, "read", "cpu", min_run_time_s=0.0)
+
+
+def test_bandwidth_sweep_sorts_sizes() -> None:
+    points = bandwidth_sweep([8192, 1024], "read", "cpu", min_run_time_s=0.01, num_threads=1)
+    assert [p.working_set_bytes for p in points] == [1024, 8192]
+
+
+def _point(working_set_bytes: int, bytes_per_s: float) -> BandwidthPoint:
+    return BandwidthPoint("read", working_set_bytes, 10**9, 10**9 / bytes_per_s, 10**9 / bytes_per_s)
+
+
+def test_tier_bandwidths_takes_the_best_of_each_tier() -> None:
+    points = [_point(1024, 100e9), _point(4096, 150e9), _point(16384, 80e9), _point(2**20, 60e9),
+              _point(2**22, 20e9), _point(2**23, 25e9)]
+    tiers = {"L2": 2**15, "L1d": 2**12}  # any order: sorted by size
+    # L1d: 1 KiB and 4 KiB; L2: 16 KiB; beyond 32 KiB: only sizes >= 4 × 32 KiB count as memory
+    assert tier_bandwidths(points, tiers) == {"L1d": 150e9, "L2": 80e9, "DRAM": 60e9}
+    assert tier_bandwidths(points, {}, memory_name="HBM") == {"HBM": 25e9}  # no caches known: the largest size
+    assert tier_bandwidths([], {"L1d": 4096}) == {}
+
+
+def test_gpu_l2_bytes_is_none_without_cuda() -> None:
+    if torch.cuda.is_available():
+        size = gpu_l2_bytes()
+        assert size is None or size > 2**20
+    else:
+        assert gpu_l2_bytes() is None
+
+
+@needs_cuda
+def test_measure_bandwidth_cuda_read_beyond_l2_below_datasheet() -> None:
+    key = gpu_key(torch.cuda.get_device_name())
+    if key is None:
+        pytest.skip(f"no datasheet bandwidth for {torch.cuda.get_device_name()}")
+    point = measure_bandwidth(2**30, "read", "cuda", min_run_time_s=0.2)  # 1 GiB: far beyond any L2
+    assert 0 < point.best_bytes_per_s <= 1.05 * peak_bytes_per_s(key)
+

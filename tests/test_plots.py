@@ -299,3 +299,57 @@ def test_step_curves_figure_log_axis():
 def test_step_curves_figure_rejects_bad_series(curves, logy):
     with pytest.raises(ValueError):
         plots.step_curves_figure(curves, ylabel="y", title="t", logy=logy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 01: bandwidth sweep and one kernel on a roofline
+
+
+def test_binary_bytes_formats_powers_of_two():
+    assert [plots.binary_bytes(n) for n in (512, 32768, 2**20, 1.5 * 2**30)] == ["512 B", "32 KiB", "1 MiB", "1.5 GiB"]
+
+
+def test_bandwidth_sweep_figure_draws_series_and_cache_lines():
+    fig = plots.bandwidth_sweep_figure(
+        {"read": ([1024, 2048, 4096], [200e9, 100e9, 20e9]), "copy": ([2048, 8192], [5e9, 50e9])},
+        {"L1d": 2048, "L2": 4096},
+    )
+    (ax,) = fig.axes
+    read, copy, l1, l2 = ax.lines
+    assert list(read.get_xdata()) == [1024, 2048, 4096]
+    assert list(read.get_ydata()) == [200.0, 100.0, 20.0]  # drawn in GB/s
+    assert list(copy.get_ydata()) == [5.0, 50.0]
+    assert list(l1.get_xdata()) == [2048, 2048] and list(l2.get_xdata()) == [4096, 4096]  # vertical lines
+    assert [t.get_text() for t in ax.texts] == ["L1d 2 KiB", "L2 4 KiB"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["read", "copy"]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+
+
+@pytest.mark.parametrize(
+    ("series", "caches"),
+    [({}, {}), ({"read": ([1024], [0.0])}, {}), ({"read": ([1024, 2048], [1e9])}, {}),
+     ({"read": ([1024], [1e9])}, {"L1d": 0})],
+)
+def test_bandwidth_sweep_figure_rejects_bad_input(series, caches):
+    with pytest.raises(ValueError):
+        plots.bandwidth_sweep_figure(series, caches)
+
+
+@pytest.mark.parametrize(("intensity", "rate", "bound"), [(1.0, 1e11, "memory-bound"), (100.0, 1e12, "compute-bound")])
+def test_kernel_roofline_figure_puts_the_point_on_the_roof(intensity, rate, bound):
+    # peak 1e12 FLOP/s, 1e11 B/s: ridge 10 FLOP/byte
+    fig = plots.kernel_roofline_figure(1e12, 1e11, intensity, label="k")
+    (ax,) = fig.axes
+    roof, ridge, point = ax.lines
+    assert list(ridge.get_xdata()) == [10.0, 10.0]
+    assert (list(point.get_xdata()), list(point.get_ydata())) == ([intensity], [rate])
+    assert ax.get_legend().get_texts()[-1].get_text() == f"k: {bound}"
+    assert ax.get_xlim() == (2.0**-4, 2.0**14)  # fixed axes: only the point moves
+
+
+@pytest.mark.parametrize("args", [(0.0, 1e11, 1.0), (1e12, 1e11, -1.0), (1e12, float("inf"), 1.0)])
+def test_kernel_roofline_figure_rejects_bad_input(args):
+    with pytest.raises(ValueError):
+        plots.kernel_roofline_figure(*args, label="k")
+    with pytest.raises(ValueError):
+        plots.kernel_roofline_figure(1e12, 1e11, 1.0, label="k", intensity_range=(8.0, 1.0))

@@ -191,3 +191,37 @@ def test_memory_high_water_cuda_is_exact_tensor_bytes() -> None:
     x = torch.empty(2**20, device="cuda")  # 4 MiB
     del x
     assert tracker.peak_added_bytes() == 4 * MIB
+
+
+# ---------------------------------------------------------------------------------------------
+# time_each_call (notebook 01)
+
+
+def test_time_each_call_times_at_least_min_calls_and_restores_threads() -> None:
+    from lecturelib.profiler import time_each_call
+
+    calls: list[int] = []
+    threads_before = torch.get_num_threads()
+    times = time_each_call(lambda: calls.append(torch.get_num_threads()), min_run_time_s=1e-6, num_threads=1)
+    assert len(times.seconds) >= 5 and list(times.seconds) == sorted(times.seconds)
+    assert len(calls) == len(times.seconds) + 2  # two warm-up calls, not timed
+    assert set(calls) == {1} and torch.get_num_threads() == threads_before  # ran on 1 thread, then restored
+    assert times.best_s == min(times.seconds) and times.best_s <= times.median_s
+    assert times.device == ("cpu" if torch.accelerator.current_accelerator(check_available=True) is None
+                            else torch.accelerator.current_accelerator().type)
+
+
+def test_time_each_call_runs_for_min_run_time() -> None:
+    from lecturelib.profiler import time_each_call
+
+    times = time_each_call(lambda: time.sleep(0.002), min_run_time_s=0.03)
+    assert sum(times.seconds) >= 0.025 and times.best_s >= 0.002  # ~15 calls of >= 2 ms
+
+
+def test_time_each_call_rejects_bad_input() -> None:
+    from lecturelib.profiler import time_each_call
+
+    with pytest.raises(ValueError):
+        time_each_call(lambda: None, min_run_time_s=0.0)
+    with pytest.raises(ValueError):
+        time_each_call(lambda: None, min_calls=0)

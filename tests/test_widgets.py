@@ -81,3 +81,40 @@ def test_explore_in_a_kernel_leaves_a_png_that_control_changes_update() -> None:
 def test_explore_needs_a_control() -> None:
     with pytest.raises(ValueError):
         explore(lambda: plt.figure(), {}, show=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 01: the roofline explorer
+
+
+def test_roofline_explorer_redraws_when_the_size_moves() -> None:
+    from lecturelib.widgets import draw_kernel_roofline, roofline_explorer
+
+    explorer = roofline_explorer("h100-sxm", "bf16", "matmul", 64, show=False)
+    assert explorer.values == {"device": "h100-sxm", "dtype": "bf16", "kernel": "matmul", "size": 64}
+    explorer.controls["size"].value = 4096
+    explorer.controls["kernel"].value = "gemv"
+    assert explorer.redraws == 2 and explorer.values["size"] == 4096 and explorer.values["kernel"] == "gemv"
+    # n = 64 has intensity 64/3 FLOP/byte, below the H100's bf16 ridge (≈ 295); n = 4096 is above it
+    assert plt.get_fignums() == []  # the explorer closed every figure it drew
+    for n, bound in ((64, "memory-bound"), (4096, "compute-bound")):
+        fig = draw_kernel_roofline("h100-sxm", "bf16", "matmul", n)
+        assert bound in fig.axes[0].get_title()
+        plt.close(fig)
+
+
+def test_roofline_explorer_offers_every_device_with_a_bandwidth() -> None:
+    from lecturelib.hardware import MEMORY_BANDWIDTH
+    from lecturelib.widgets import roofline_explorer
+
+    explorer = roofline_explorer(show=False)
+    assert list(explorer.controls["device"].options) == sorted(MEMORY_BANDWIDTH)
+    assert "bf16" in explorer.controls["dtype"].options
+
+
+def test_draw_kernel_roofline_says_when_a_device_lacks_the_dtype() -> None:
+    from lecturelib.widgets import draw_kernel_roofline
+
+    fig = draw_kernel_roofline("t4", "bf16", "matmul", 64)  # Turing: no bf16 tensor cores
+    assert [t.get_text() for t in fig.axes[0].texts] == ["t4 has no bf16 peak in hardware.PEAKS"]
+    plt.close(fig)
