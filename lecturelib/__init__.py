@@ -1,7 +1,8 @@
 """lecturelib: the reference calculators, measurements and grading helpers of the Resource Accounting course.
 
 Modules (imported on first use, so `import lecturelib.grading` stays light for the autograder):
-configs, params, models, flops, counter, memory, hardware, profiler, plots, widgets, runmode, grading, course.
+configs, params, models, flops, counter, memory, step_memory, hardware, profiler, plots, widgets, runmode, grading,
+course.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "plots",
     "profiler",
     "runmode",
+    "step_memory",
     "widgets",
 ]
 

@@ -87,3 +87,38 @@ def test_roofline_figure_draws_roofs_and_points():
 def test_roofline_figure_rejects_bad_input(peak, roofs, points):
     with pytest.raises(ValueError):
         plots.roofline_figure(peak, roofs, points)
+
+
+# --- memory figures (notebook 05) ------------------------------------------------------------------------------
+
+def test_memory_stack_figure_stacks_parts_in_gib():
+    columns = {"fp32": {"weights": 2 * 2**30, "gradients": 2**30, "logits": 0.0},
+               "bf16": {"weights": 2**30, "logits": 3 * 2**30}}
+    fig = plots.memory_stack_figure(columns, capacity_bytes=4 * 2**30, capacity_label="GPU")
+    (ax,) = fig.axes
+    bars = ax.containers  # one BarContainer per non-zero part: weights, gradients, logits
+    assert [b.get_label() for b in bars] == ["weights", "gradients", "logits"]
+    assert [r.get_height() for r in bars[0]] == [2.0, 1.0]
+    assert [r.get_y() for r in bars[2]] == [3.0, 1.0]  # logits sit on weights + gradients
+    assert list(ax.lines[0].get_ydata()) == [4.0, 4.0]  # the capacity line
+    assert "GPU: 4 GiB" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+@pytest.mark.parametrize("columns", [{}, {"a": {"w": -1.0}}, {"a": {"w": float("nan")}}])
+def test_memory_stack_figure_rejects_bad_columns(columns):
+    with pytest.raises(ValueError):
+        plots.memory_stack_figure(columns)
+
+
+def test_peak_comparison_figure_draws_one_bar_per_series_and_label():
+    fig = plots.peak_comparison_figure(["a", "b"], {"predicted": [2**20, 2 * 2**20], "measured": [3 * 2**20, 0.0]})
+    (ax,) = fig.axes
+    predicted, measured = ax.containers
+    assert [r.get_height() for r in predicted] == [1.0, 2.0]  # MiB
+    assert [r.get_height() for r in measured] == [3.0, 0.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+
+
+def test_peak_comparison_figure_rejects_ragged_series():
+    with pytest.raises(ValueError):
+        plots.peak_comparison_figure(["a", "b"], {"predicted": [1.0]})
