@@ -102,7 +102,7 @@ def roofline_figure(
 
 # --- memory: what a training step holds (notebook 05) --------------------------------------------------------
 
-GIB = 2**30  # the unit of the memory figures: bytes / GIB on the axis
+GB = 10**9  # the unit of the memory figures, as datasheets count it (PyTorch and nvidia-smi print GiB = 2**30)
 
 
 def memory_stack_figure(
@@ -112,7 +112,7 @@ def memory_stack_figure(
     capacity_label: str = "GPU memory",
     title: str = "What one training step holds",
 ) -> Figure:
-    """One stacked bar per column (label -> {part: bytes}), in GiB, with an optional capacity line."""
+    """One stacked bar per column (label -> {part: bytes}), in GB, with an optional capacity line."""
     if not columns:
         raise ValueError("columns must hold at least one bar")
     parts: list[str] = []  # every part that is non-zero somewhere, in first-seen order: one colour each
@@ -125,20 +125,22 @@ def memory_stack_figure(
     if capacity_bytes is not None and (not math.isfinite(capacity_bytes) or capacity_bytes <= 0):
         raise ValueError("capacity_bytes must be positive and finite")
     colours = plt.get_cmap("tab10")
-    fig, ax = plt.subplots(figsize=(max(4.8, 1.4 * len(columns) + 3.0), 4.4))
+    fig, ax = plt.subplots(figsize=(max(4.8, 1.1 * len(columns) + 3.4), 4.4))
     labels = list(columns)
     bottoms = [0.0] * len(labels)
     for i, part in enumerate(parts):
-        heights = [columns[label].get(part, 0.0) / GIB for label in labels]
+        heights = [columns[label].get(part, 0.0) / GB for label in labels]
         ax.bar(labels, heights, bottom=bottoms, label=part, color=colours(i % 10))
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for x, total in enumerate(bottoms):
         ax.annotate(f"{total:,.1f}", (x, total), textcoords="offset points", xytext=(0, 3), ha="center",
                     fontsize="small")
+    top = max([*bottoms, 0.0 if capacity_bytes is None else capacity_bytes / GB])
+    ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)  # room for the totals above the bars
     if capacity_bytes is not None:
-        ax.axhline(capacity_bytes / GIB, color="black", linestyle="--", linewidth=1,
-                   label=f"{capacity_label}: {capacity_bytes / GIB:,.0f} GiB")
-    ax.set_ylabel("GiB")
+        ax.axhline(capacity_bytes / GB, color="black", linestyle="--", linewidth=1,
+                   label=f"{capacity_label}: {capacity_bytes / GB:,.0f} GB")
+    ax.set_ylabel("GB (10⁹ bytes)")
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.tick_params(axis="x", labelsize="small")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -298,3 +299,18 @@ def tensor_peak_memory(fn: Callable[[], object], existing: Iterable[torch.Tensor
         fn()
     return TensorPeak(peak_bytes=tracker.peak, op_at_peak=tracker.op_at_peak,
                       existing_bytes=tracker.existing, n_ops=tracker.n_ops)
+
+
+def release_free_heap() -> bool:
+    """Ask glibc to give freed heap memory back to the OS (malloc_trim(0)); False where there is no glibc."""
+    # glibc keeps memory that free() returned, below its mmap threshold, for reuse: it stays resident
+    # (in RSS) and a later allocation reuses it without adding to RSS. Trimming first makes the next
+    # peak_memory() on CPU see every page the measured call touches.
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+

@@ -11,7 +11,8 @@ from torch import nn
 
 from lecturelib.configs import ModelConfig
 from lecturelib.memory import RECOMPUTE_MODES, Recipe, Recompute, dtype_bits, recipe_from_name
-from lecturelib.models import ATTENTION_IMPLS, AttentionImpl
+from lecturelib.models import ATTENTION_IMPLS, GPT, AttentionImpl
+from lecturelib.profiler import TensorPeak, peak_memory, release_free_heap, tensor_peak_memory
 from lecturelib.params import attention_params, mlp_params, n_params, norm_params
 
 # Where the step runs. The two differ only for the llama arch: CUDA's fused RMSNorm kernel keeps no
@@ -212,6 +213,23 @@ class StepMemory:
         """The phase, the parts and total_bytes."""
         return {"phase": self.phase, **self.parts(), "total_bytes": self.total_bytes}
 
+    def labelled_parts(self) -> dict[str, int]:
+        """The parts under readable names (PART_LABELS), for figures."""
+        return {PART_LABELS[name]: n_bytes for name, n_bytes in self.parts().items()}
+
+
+# StepMemory's parts as a figure's legend names them
+PART_LABELS: dict[str, str] = {
+    "weights_bytes": "weights",
+    "weight_copies_bytes": "autocast weight copies",
+    "gradients_bytes": "gradients",
+    "master_weights_bytes": "fp32 master weights",
+    "optimizer_bytes": "optimizer (m, v)",
+    "activations_bytes": "activations",
+    "logits_bytes": "logits and loss",
+    "workspace_bytes": "backward workspace",
+}
+
 
 def _per_param(count: int, dtype: str | None) -> int:
     """Bytes of `count` values of `dtype` (0 for None)."""
@@ -357,3 +375,67 @@ def step_memory(
     """Predicted peak of training_step on lecturelib.models.GPT(cfg): its largest phase, by part."""
     phases = step_phases(cfg, recipe, batch, seq_len, recompute, attention=attention, device=device)
     return max(phases, key=lambda phase: phase.total_bytes)
+
+
+# --- measuring a real step -----------------------------------------------------------------------------------
+
+AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {
+    "fp32-adamw": None,  # no autocast: everything in fp32
+    "bf16-autocast-adamw": torch.bfloat16,  # torch.autocast(dtype=torch.bfloat16) around the fp32 model
+}
+
+
+@dataclass(frozen=True)
+class StepMeasurement:
+    """Two measured peaks of one training step: live tensor bytes, and what the device reports."""
+
+    tensor_peak_bytes: int  # most bytes in live tensors during the step (profiler.tensor_peak_memory), token ids excluded
+    op_at_peak: str  # the operator at which tensor_peak_bytes was reached
+    device_peak_bytes: int  # CPU: peak RSS added by building and running it; CUDA: max_memory_allocated added
+    device_method: str  # how device_peak_bytes was measured (profiler.peak_memory's description)
+    loss: float  # the measured step's loss (a check that it ran: about ln(vocab_size) at random weights)
+
+
+def measure_step(
+    cfg: ModelConfig,
+    recipe: str,
+    batch: int,
+    seq_len: int,
+    recompute: Recompute = "none",
+    *,
+    attention: AttentionImpl = "sdpa",
+    device: str = "cpu",
+    seed: int = 0,
+) -> StepMeasurement:
+    """Build GPT(cfg) and AdamW on `device`, run one step (AdamW's state appears), then measure a second one."""
+    if recipe not in AUTOCAST_DTYPES:
+        raise ValueError(f"measure_step runs {', '.join(AUTOCAST_DTYPES)}; {recipe!r} needs an optimizer "
+                         "that keeps fp32 master weights for 16-bit ones, which PyTorch does not ship")
+    _check(cfg, batch, seq_len, attention, recompute, "cuda" if device == "cuda" else "cpu")
+    autocast_dtype = AUTOCAST_DTYPES[recipe]
+    found: list[TensorPeak | float] = []
+
+    def build_and_run() -> None:
+        # everything is made inside the measured call, on the device: on CPU the added resident memory is
+        # this configuration's alone; freed when the call returns
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = GPT(cfg, attention=attention, recompute=recompute)
+            idx = torch.randint(cfg.vocab_size, (batch, seq_len))  # (B, T) synthetic token ids
+            targets = torch.randint(cfg.vocab_size, (batch, seq_len))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+        step = lambda: training_step(model, optimizer, idx, targets, autocast_dtype=autocast_dtype)  # noqa: E731
+        step()  # the first step creates AdamW's m and v; the second is the steady state
+        existing = [*model.parameters(), *(s for state in optimizer.state.values() for s in state.values()),
+                    idx, targets]
+        losses: list[torch.Tensor] = []
+        tensors = tensor_peak_memory(lambda: losses.append(step()), existing=existing)
+        found.extend([tensors, float(losses[0]), idx.nbytes + targets.nbytes])
+
+    if device != "cuda":
+        release_free_heap()  # freed memory of earlier calls back to the OS: this call's pages all count
+    peak = peak_memory(build_and_run, device="cuda" if device == "cuda" else "cpu")
+    tensors, loss, token_bytes = found
+    assert isinstance(tensors, TensorPeak) and isinstance(loss, float) and isinstance(token_bytes, int)
+    return StepMeasurement(tensor_peak_bytes=tensors.peak_bytes - token_bytes, op_at_peak=tensors.op_at_peak,
+                           device_peak_bytes=peak.peak_bytes, device_method=peak.method, loss=loss)

@@ -91,17 +91,18 @@ def test_roofline_figure_rejects_bad_input(peak, roofs, points):
 
 # --- memory figures (notebook 05) ------------------------------------------------------------------------------
 
-def test_memory_stack_figure_stacks_parts_in_gib():
-    columns = {"fp32": {"weights": 2 * 2**30, "gradients": 2**30, "logits": 0.0},
-               "bf16": {"weights": 2**30, "logits": 3 * 2**30}}
-    fig = plots.memory_stack_figure(columns, capacity_bytes=4 * 2**30, capacity_label="GPU")
+def test_memory_stack_figure_stacks_parts_in_gb():
+    columns = {"fp32": {"weights": 2e9, "gradients": 1e9, "logits": 0.0},
+               "bf16": {"weights": 1e9, "logits": 3e9}}
+    fig = plots.memory_stack_figure(columns, capacity_bytes=4e9, capacity_label="GPU")
     (ax,) = fig.axes
     bars = ax.containers  # one BarContainer per non-zero part: weights, gradients, logits
     assert [b.get_label() for b in bars] == ["weights", "gradients", "logits"]
     assert [r.get_height() for r in bars[0]] == [2.0, 1.0]
     assert [r.get_y() for r in bars[2]] == [3.0, 1.0]  # logits sit on weights + gradients
     assert list(ax.lines[0].get_ydata()) == [4.0, 4.0]  # the capacity line
-    assert "GPU: 4 GiB" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "GPU: 4 GB" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_ylim()[1] >= 4.0  # the capacity line and the totals stay inside the axes
 
 
 @pytest.mark.parametrize("columns", [{}, {"a": {"w": -1.0}}, {"a": {"w": float("nan")}}])

@@ -204,3 +204,12 @@ def test_step_memory_as_dict_total_is_sum() -> None:
     assert isinstance(peak, StepMemory)
     as_dict = peak.as_dict()
     assert as_dict["total_bytes"] == sum(v for k, v in as_dict.items() if k not in ("phase", "total_bytes"))
+
+
+def test_step_memory_labelled_parts_name_every_part() -> None:
+    from lecturelib.step_memory import PART_LABELS
+
+    peak = step_memory(MODELS["llama2-7b"], "bf16-mixed-adamw", 1, 512)
+    labelled = peak.labelled_parts()
+    assert list(labelled) == [PART_LABELS[name] for name in peak.parts()]
+    assert sum(labelled.values()) == peak.total_bytes
