@@ -136,7 +136,9 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Token ids (B, T) -> logits (B, T, vocab_size), for either arch of ModelConfig."""
 
-    def __init__(self, cfg: ModelConfig, *, attention: AttentionImpl = "sdpa", recompute: RecomputeMode = "none") -> None:
+    def __init__(
+        self, cfg: ModelConfig, *, attention: AttentionImpl = "sdpa", recompute: RecomputeMode = "none"
+    ) -> None:
         super().__init__()
         if recompute not in RECOMPUTE_CHOICES:
             raise ValueError(f"unknown recompute {recompute!r}; known: {', '.join(RECOMPUTE_CHOICES)}")

@@ -1,4 +1,4 @@
-"""Profiling: a timer on torch.utils.benchmark, labelled memory snapshots, the peak memory of a call, live tensor bytes."""
+"""Profiling: a torch.utils.benchmark timer, memory snapshots, the peak memory of a call, live tensor bytes."""
 
 from __future__ import annotations
 

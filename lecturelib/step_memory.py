@@ -50,10 +50,13 @@ def _bytes(recipe: Recipe) -> tuple[int, int, bool]:
         raise ValueError(f"recipe {recipe.name!r} trains nothing: it has no activation dtype")
     # The residual stream, the embeddings and the norms run in the weights' dtype; the matmuls write
     # the activation dtype (under autocast: bf16 while the weights, and so the residual stream, are fp32).
-    return dtype_bits(recipe.weight_dtype) // 8, dtype_bits(recipe.activation_dtype) // 8, recipe.weight_copy_dtype is not None
+    residual, matmul = dtype_bits(recipe.weight_dtype) // 8, dtype_bits(recipe.activation_dtype) // 8
+    return residual, matmul, recipe.weight_copy_dtype is not None
 
 
-def _norm_saved(cfg: ModelConfig, tokens: int, consumers: int, recipe: Recipe, device: Device, name: str) -> dict[str, int]:
+def _norm_saved(
+    cfg: ModelConfig, tokens: int, consumers: int, recipe: Recipe, device: Device, name: str
+) -> dict[str, int]:
     """What one normalization keeps for backward (its input, the residual stream, is counted elsewhere)."""
     r, e, autocast = _bytes(recipe)
     nh = tokens * cfg.d_model
@@ -248,7 +251,7 @@ def step_phases(
 ) -> list[StepMemory]:
     """What training_step holds at each moment that can be its peak, in order."""
     recipe = recipe_from_name(recipe) if isinstance(recipe, str) else recipe
-    r, e, autocast = _bytes(recipe)
+    r, e, _ = _bytes(recipe)
     saved = saved_activations(cfg, recipe, batch, seq_len, attention=attention, recompute=recompute, device=device)
     block = block_activations(cfg, recipe, batch, seq_len, attention=attention, recompute=recompute, device=device)
     n = batch * seq_len
@@ -257,7 +260,8 @@ def step_phases(
     head_params = cfg.vocab_size * cfg.d_model  # lm_head's (V, C) weight (GPT-2: the token embedding)
     layer_params = attention_params(cfg) + mlp_params(cfg) + 2 * norm_params(cfg)
     matmul_params = attention_params(cfg) + mlp_params(cfg)  # what autocast copies in one block
-    embedding_params = n_total - cfg.n_layer * layer_params - norm_params(cfg) - (0 if cfg.tied_embeddings else head_params)
+    untied_head = 0 if cfg.tied_embeddings else head_params
+    embedding_params = n_total - cfg.n_layer * layer_params - norm_params(cfg) - untied_head  # token (+ position)
     grad = lambda count: _per_param(count, recipe.grad_dtype)  # noqa: E731
     copy = lambda count: _per_param(count, recipe.weight_copy_dtype)  # noqa: E731
     states = dict(
@@ -292,7 +296,8 @@ def step_phases(
                    logits_bytes=nv * 4 + (nv * e if e != 4 else 0), workspace_bytes=nh * e, **states),
         # the last block's backward: every block's tensors are still kept, the head's gradients exist
         StepMemory("last block backward",
-                   weight_copies_bytes=copy(matmul_params) if recompute == "full" else copies_backward - copy(head_params),
+                   weight_copies_bytes=(copy(matmul_params) if recompute == "full"
+                                        else copies_backward - copy(head_params)),
                    gradients_bytes=head_grads + own_grads,
                    activations_bytes=before_blocks + saved["blocks"] - block["total"] + own,
                    logits_bytes=0, workspace_bytes=workspace, **states),
@@ -314,7 +319,8 @@ def step_phases(
     return phases
 
 
-_MLP_SAVED = ("up output (GELU input)", "GELU output", "gate output (SiLU input)", "SiLU output", "up output", "SiLU · up")
+_MLP_SAVED = ("up output (GELU input)", "GELU output", "gate output (SiLU input)", "SiLU output", "up output",
+              "SiLU · up")
 # what eager attention stores beyond q, k, v as projected (or rotated): selective recompute makes these again
 _EAGER_CORE = ("q (copy for matmul)", "k (copy for matmul)", "v (copy for matmul)", "k (repeated copy)",
                "v (repeated copy)", "probabilities (fp32)", "probabilities (16-bit copy)", "causal mask")
@@ -345,11 +351,13 @@ def _block_backward(
         return mlp, down_grad  # the attention kernel's backward makes dq, dk, dv after the MLP's tensors are freed
     # eager attention: softmax's backward holds the fp32 gradient of the probabilities and makes the
     # fp32 gradient of the scores (the softmax ran on an fp32 copy of them), with the gradients of the
-    # residual after attention and of v waiting; by then the MLP's tensors, norm_2's, the residual after attention, the output copy, the
-    # 16-bit probabilities and the v copy are freed. Selective recompute first recomputes the core.
+    # residual after attention and of v waiting; by then the MLP's tensors, norm_2's, the residual after
+    # attention, the output copy, the 16-bit probabilities and the v copy are freed. Selective recompute
+    # first recomputes the core.
     freed = sum(size for name, size in block.items()
                 if name.startswith("norm_2") or name in _MLP_SAVED
-                or name in ("residual after attention", "attention output copy", "probabilities (16-bit copy)", *_V_COPIES))
+                or name in ("residual after attention", "attention output copy", "probabilities (16-bit copy)",
+                            *_V_COPIES))
     core = 0
     if recompute == "selective":
         eager = block_activations(cfg, recipe, batch, seq_len, attention="eager", device=device)
@@ -357,8 +365,8 @@ def _block_backward(
         freed += sum(eager.get(name, 0) for name in ("probabilities (16-bit copy)", *_V_COPIES))
     softmax = nh * r + nh * e + 2 * scores * 4 + core - freed
     # by then the MLP's, norm_2's and the output projection's gradients exist too
-    later_grads = _per_param(mlp_params(cfg) + norm_params(cfg) + cfg.d_model * cfg.d_model + (cfg.d_model if bias else 0),
-                             recipe.grad_dtype)
+    out_proj = cfg.d_model * cfg.d_model + (cfg.d_model if bias else 0)
+    later_grads = _per_param(mlp_params(cfg) + norm_params(cfg) + out_proj, recipe.grad_dtype)
     return max((mlp, down_grad), (softmax, later_grads), key=sum)
 
 
@@ -389,7 +397,8 @@ AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {
 class StepMeasurement:
     """Two measured peaks of one training step: live tensor bytes, and what the device reports."""
 
-    tensor_peak_bytes: int  # most bytes in live tensors during the step (profiler.tensor_peak_memory), token ids excluded
+    # most bytes in live tensors during the step (profiler.tensor_peak_memory), the token ids excluded
+    tensor_peak_bytes: int
     op_at_peak: str  # the operator at which tensor_peak_bytes was reached
     device_peak_bytes: int  # CPU: peak RSS added by building and running it; CUDA: max_memory_allocated added
     device_method: str  # how device_peak_bytes was measured (profiler.peak_memory's description)
