@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     flops = command("flops", "forward FLOPs (every matmul, 2 per multiply-add) and per-token estimates")
     flops.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
     flops.add_argument("--batch", type=_positive_int, default=1, metavar="B")
-    memory = command("memory", "training memory: weights, gradients, optimizer, master weights, activations")
+    memory = command("memory", "training memory: weights, gradients, optimizer, master weights, activations "
+                     "(Korthikanti et al. 2022: eager attention, dropout as the architecture trains)")
     memory.add_argument("--recipe", choices=list(RECIPES), required=True)
     memory.add_argument("--batch", type=_positive_int, required=True, metavar="B")
     memory.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
