@@ -24,6 +24,15 @@ from lecturelib.step_memory import (
 )
 
 TRAINING_RECIPES = [name for name, recipe in RECIPES.items() if recipe.activation_dtype is not None]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # bytes, not speed, are tested: one thread keeps the steps quick when CI runs two test workers on two cores
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 AUTOCAST = {"fp32-adamw": None, "bf16-autocast-adamw": torch.bfloat16}
 
 
