@@ -21,9 +21,11 @@ from lecturelib.memory import (
     DTYPE_BITS,
     RECIPES,
     RECOMPUTE_MODES,
+    ZERO_STAGES,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
     training_memory,
+    zero_partition,
 )
 from lecturelib.params import n_params, non_embedding_params, param_breakdown
 from lecturelib.training import PRECISIONS, StepRecord, TrainConfig, format_records, train
@@ -95,11 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
     flops = command("flops", "forward FLOPs (every matmul, 2 per multiply-add) and per-token estimates")
     flops.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
     flops.add_argument("--batch", type=_positive_int, default=1, metavar="B")
-    memory = command("memory", "training memory: weights, gradients, optimizer, master weights, activations")
+    memory = command("memory", "training memory: weights, gradients, optimizer, master weights, activations "
+                     "(Korthikanti et al. 2022: eager attention, dropout as the architecture trains)")
     memory.add_argument("--recipe", choices=list(RECIPES), required=True)
     memory.add_argument("--batch", type=_positive_int, required=True, metavar="B")
     memory.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
     memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none")
+    # ZeRO (Rajbhandari et al. 2020, Figure 1): the same keys, per GPU, with model states sharded over N GPUs
+    memory.add_argument("--zero-stage", type=int, choices=list(ZERO_STAGES), default=0,
+                        help="ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (default 0)")
+    memory.add_argument("--gpus", type=_positive_int, default=1, metavar="N",
+                        help="data-parallel GPUs the model states are sharded over (default 1); bytes are per GPU")
     kv = command("kv-cache", "KV-cache bytes: 2 · n_layer · n_kv_head · head_dim · T · B elements")
     kv.add_argument("--batch", type=_positive_int, required=True, metavar="B")
     kv.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
@@ -170,6 +178,7 @@ def _flops(cfg: ModelConfig, args: argparse.Namespace) -> Result:
 
 def _memory(cfg: ModelConfig, args: argparse.Namespace) -> Result:
     breakdown = training_memory(cfg, args.recipe, args.batch, args.seq_len, args.recompute)
+    breakdown = zero_partition(breakdown, args.zero_stage, args.gpus)  # per GPU; stage 0 or 1 GPU: unchanged
     return {
         "model": cfg.name,
         "recipe": args.recipe,

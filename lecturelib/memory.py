@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import torch
 
 from lecturelib.configs import ModelConfig
 from lecturelib.params import n_params
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # Storage bits per element. Bits, not bytes, so that int4 (half a byte) stays an exact int.
 # tf32 is a compute mode of the tensor cores: a tf32 tensor is stored as a 32-bit float.
@@ -66,10 +69,13 @@ class Recipe:
     master_dtype: str | None
     # dtype of the activations saved for the backward pass; None for inference (nothing is saved)
     activation_dtype: str | None
+    # torch.autocast only: dtype of the copies of the matmul weights (and biases) that autocast makes on
+    # the fly; they live from their first use in forward until their matmul's backward. None otherwise
+    weight_copy_dtype: str | None = None
 
     def __post_init__(self) -> None:
         for dtype in (self.weight_dtype, self.grad_dtype, self.master_dtype, self.activation_dtype,
-                      *self.optimizer_state_dtypes):
+                      self.weight_copy_dtype, *self.optimizer_state_dtypes):
             if dtype is not None:
                 dtype_bits(dtype)  # raises ValueError on an unknown dtype name
 
@@ -81,6 +87,11 @@ RECIPES: dict[str, Recipe] = {
     # 16-bit weights and gradients, fp32 master weights, fp32 m and v: 2 + 2 + 4 + 4 + 4 = 16 bytes
     "bf16-mixed-adamw": Recipe("bf16-mixed-adamw", "bf16", "bf16", ("fp32", "fp32"), "fp32", "bf16"),
     "fp16-mixed-adamw": Recipe("fp16-mixed-adamw", "fp16", "fp16", ("fp32", "fp32"), "fp32", "fp16"),
+    # PyTorch's automatic mixed precision (torch.autocast(dtype=torch.bfloat16) around an fp32 model):
+    # the fp32 weights are the master copy, gradients and m, v are fp32: 4 + 4 + 4 + 4 = 16 bytes per
+    # parameter, plus bf16 copies of the matmul weights during the step (weight_copy_dtype); matmul
+    # outputs are bf16, the residual stream, norms and the loss stay fp32
+    "bf16-autocast-adamw": Recipe("bf16-autocast-adamw", "fp32", "fp32", ("fp32", "fp32"), None, "bf16", "bf16"),
     # Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization" (bitsandbytes AdamW8bit):
     # m and v in 8 bits, 2 + 2 + 4 + 1 + 1 = 10 bytes per parameter. Not counted: one fp32 absmax per
     # 2048-value block and state, 2·4/2048 ≈ 0.004 bytes per parameter.
@@ -105,6 +116,10 @@ def _check_positive(**sizes: int) -> None:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+AttentionKernel = Literal["eager", "fused"]
+ATTENTION_KERNELS: tuple[str, ...] = ("eager", "fused")
+
+
 def activation_bytes_per_layer(
     seq_len: int,
     batch: int,
@@ -113,13 +128,15 @@ def activation_bytes_per_layer(
     *,
     activation_dtype: str | torch.dtype = "bf16",
     recompute: Recompute = "none",
+    attention: AttentionKernel = "eager",
+    dropout: bool = True,
 ) -> int:
-    """Bytes saved for backward by one GPT-style block (Korthikanti et al. 2022, sec. 4.1)."""
-    # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
-    # sec. 4.1, no tensor or sequence parallelism: with 16-bit activations and 1-byte dropout masks one
-    # layer stores s·b·h·(34 + 5·a·s/h) bytes. s = seq_len, b = batch, h = d_model, a = n_head.
-    # The block is GPT's: LayerNorm → attention → dropout, LayerNorm → MLP (4h, GeLU) → dropout.
-    # Elements stored, each of the activation dtype:
+    """Bytes saved for backward by one GPT-style block (Korthikanti et al. 2022, sec. 4.1 and Table 2)."""
+    # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+    # (https://arxiv.org/abs/2205.05198), sec. 4.1, no tensor or sequence parallelism: with 16-bit
+    # activations and 1-byte dropout masks one layer stores s·b·h·(34 + 5·a·s/h) bytes.
+    # s = seq_len, b = batch, h = d_model, a = n_head. The block is GPT's: LayerNorm → attention →
+    # dropout, LayerNorm → MLP (4h, GeLU) → dropout. Elements stored, each of the activation dtype:
     #   attention: LayerNorm output (QKV input) sbh, Q and K 2sbh, V sbh, output-projection input sbh,
     #              softmax output as²b, attention-dropout output as²b          → 5sbh + 2as²b
     #   MLP:       LayerNorm output sbh, GeLU input 4sbh, GeLU output 4sbh      → 9sbh
@@ -127,21 +144,37 @@ def activation_bytes_per_layer(
     #   total                                                                  → 16sbh + 2as²b
     # Dropout masks, 1 byte per element: attention dropout as²b, two residual dropouts 2sbh.
     # At 2 bytes per element: 2·(16sbh + 2as²b) + 2sbh + as²b = 34sbh + 5as²b.
-    # Selective recompute (sec. 4.2) recomputes the attention core, dropping every as²b term (34sbh at
-    # 16 bits); full recompute keeps only the block's input, sbh elements (2sbh at 16 bits).
-    # Llama blocks (SwiGLU, no dropout) are counted with this GPT formula: an approximation.
+    # The 5as²b term has two assumptions, both visible in the arguments:
+    # * attention="eager": the (s, s) softmax output of every head is stored. A fused kernel
+    #   (FlashAttention, Dao et al. 2022, sec. 3.1; torch's scaled_dot_product_attention) stores no s²
+    #   tensor: it keeps Q, K, V, its output (all in the 16sbh) and the softmax's log-sum-exp, a·s·b
+    #   fp32 values, and recomputes the scores in backward (and the dropout mask, from the RNG state).
+    # * dropout=True: GPT-2 trains with dropout; Llama has none. Without dropout there are no masks and
+    #   the softmax output is the tensor both backward steps use: 16sbh + as²b elements.
+    # Recompute (Korthikanti sec. 5, Table 2): "selective" recomputes the attention core (softmax,
+    # dropout) from Q, K, V, dropping every as²b term: 34sbh at 16 bits, 32sbh without dropout; with a
+    # fused kernel that is what "none" already does. "full" keeps only the block's input, sbh elements
+    # (2sbh at 16 bits), and recomputes the whole block in backward.
+    # Llama blocks (SwiGLU, RMSNorm, RoPE) are counted with this GPT formula: an approximation;
+    # step_memory() below counts lecturelib.models.GPT of either arch tensor by tensor.
     _check_positive(seq_len=seq_len, batch=batch, d_model=d_model, n_head=n_head)
+    if attention not in ATTENTION_KERNELS:
+        raise ValueError(f"unknown attention {attention!r}; known: {', '.join(ATTENTION_KERNELS)}")
     sbh = seq_len * batch * d_model
     as2b = n_head * seq_len * seq_len * batch
-    if recompute == "none":
-        elements, mask_bytes = 16 * sbh + 2 * as2b, 2 * sbh + as2b
-    elif recompute == "selective":
-        elements, mask_bytes = 16 * sbh, 2 * sbh
-    elif recompute == "full":
-        elements, mask_bytes = sbh, 0
-    else:
+    lse_bytes = 4 * n_head * seq_len * batch  # fused kernels: one fp32 log-sum-exp per row of scores
+    residual_masks = 2 * sbh if dropout else 0
+    if recompute == "full":
+        return tensor_bytes(sbh, activation_dtype)
+    if recompute not in ("none", "selective"):
         raise ValueError(f"unknown recompute {recompute!r}; known: {', '.join(RECOMPUTE_MODES)}")
-    return tensor_bytes(elements, activation_dtype) + mask_bytes
+    if attention == "fused":  # no s² tensor whatever the recompute choice; the kernel recomputes it
+        return tensor_bytes(16 * sbh, activation_dtype) + residual_masks + lse_bytes
+    if recompute == "selective":
+        return tensor_bytes(16 * sbh, activation_dtype) + residual_masks
+    if dropout:  # softmax output and dropout output, plus the attention-dropout mask
+        return tensor_bytes(16 * sbh + 2 * as2b, activation_dtype) + residual_masks + as2b
+    return tensor_bytes(16 * sbh + as2b, activation_dtype)
 
 
 @dataclass(frozen=True)
@@ -194,12 +227,17 @@ def training_memory(
     batch: int,
     seq_len: int,
     recompute: Recompute = "none",
+    *,
+    attention: AttentionKernel = "eager",
+    dropout: bool | None = None,
 ) -> MemoryBreakdown:
     """Bytes of model states and saved activations for one training step of `cfg` under `recipe`."""
     # Counted: weights, gradients, optimizer states, master weights (per parameter, n_params(cfg) with
-    # tied weights once) and the activations saved by the n_layer transformer blocks for backward.
-    # Not counted: embedding output, final norm, logits and loss (Korthikanti's sec. 4.3 adds these),
-    # temporary buffers, allocator fragmentation, the CUDA context.
+    # tied weights once) and the activations saved by the n_layer transformer blocks for backward, by
+    # Korthikanti's per-layer formula. attention="eager" is the paper's assumption (a stored softmax);
+    # dropout=None means as the architecture trains: GPT-2 with dropout (0.1), Llama without.
+    # Not counted: embedding output, final norm, logits and the loss's buffers, temporary buffers,
+    # allocator fragmentation, the CUDA context. step_memory() counts a real step's peak, all included.
     if isinstance(recipe, str):
         recipe = recipe_from_name(recipe)
     _check_positive(batch=batch, seq_len=seq_len)
@@ -209,9 +247,45 @@ def training_memory(
         per_layer = activation_bytes_per_layer(
             seq_len, batch, cfg.d_model, cfg.n_head,
             activation_dtype=recipe.activation_dtype, recompute=recompute,
+            attention=attention, dropout=cfg.arch == "gpt2" if dropout is None else dropout,
         )
         activations = cfg.n_layer * per_layer
     return dataclasses.replace(model_states(n_params(cfg), recipe), activations_bytes=activations)
+
+
+# ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
+# https://arxiv.org/abs/1910.02054, sec. 5 and Figure 1): N data-parallel GPUs each keep 1/N of
+#   stage 1 (P_os):        the optimizer states (with mixed precision these include the fp32 master weights),
+#   stage 2 (P_os+g):      ... and the gradients,
+#   stage 3 (P_os+g+p):    ... and the weights themselves.
+# Stage 0 is plain data parallelism: every GPU holds everything. Activations are not sharded (each GPU
+# runs its own micro-batch). Figure 1, Ψ = 7.5B, N = 64, K = 12: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB per GPU.
+ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
+ZERO_SHARDED: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: ("optimizer_bytes", "master_weights_bytes"),
+    2: ("optimizer_bytes", "master_weights_bytes", "gradients_bytes"),
+    3: ("optimizer_bytes", "master_weights_bytes", "gradients_bytes", "weights_bytes"),
+}
+
+_Breakdown = TypeVar("_Breakdown", bound="DataclassInstance")
+
+
+def zero_shard_bytes(n_bytes: int, n_gpus: int) -> int:
+    """Bytes of one GPU's shard when n_bytes are split over n_gpus (rounded up: shards are padded equal)."""
+    _check_positive(n_gpus=n_gpus)
+    if n_bytes < 0:
+        raise ValueError(f"n_bytes must be >= 0, got {n_bytes}")
+    return -(-n_bytes // n_gpus)
+
+
+def zero_partition(breakdown: _Breakdown, stage: int, n_gpus: int) -> _Breakdown:
+    """Per-GPU bytes of a breakdown (MemoryBreakdown, StepMemory) under ZeRO stage `stage` on n_gpus GPUs."""
+    if stage not in ZERO_SHARDED:
+        raise ValueError(f"unknown ZeRO stage {stage!r}; known: {', '.join(map(str, ZERO_STAGES))}")
+    _check_positive(n_gpus=n_gpus)
+    sharded = {name: zero_shard_bytes(getattr(breakdown, name), n_gpus) for name in ZERO_SHARDED[stage]}
+    return dataclasses.replace(breakdown, **sharded)
 
 
 def kv_cache_bytes(cfg: ModelConfig, batch: int, seq_len: int, dtype: str | torch.dtype) -> int:

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import math
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 
 from lecturelib.configs import ModelConfig
+
+# How attention is computed: "sdpa" calls F.scaled_dot_product_attention (a fused kernel: flash or
+# memory-efficient on CUDA, a flash-style kernel on CPU) that never stores the (T, T) score matrix;
+# "eager" is the textbook softmax(q kᵀ / √hs) v, which materializes it per head.
+AttentionImpl = Literal["sdpa", "eager"]
+ATTENTION_IMPLS: tuple[str, ...] = ("sdpa", "eager")
+# What the backward pass recomputes instead of storing (Korthikanti et al. 2022, sec. 5): "none";
+# "selective": the attention core (scores, softmax), i.e. only what is O(T²); "full": each whole block,
+# from its input (torch.utils.checkpoint). With "sdpa", selective is what the kernel already does.
+RecomputeMode = Literal["none", "selective", "full"]
+RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
 
 # LayerNorm epsilon: HF gpt2 config layer_norm_epsilon; RMSNorm epsilon: HF Llama-2 config rms_norm_eps
 GPT2_NORM_EPS = 1e-5
@@ -33,13 +48,32 @@ def rotary(x: torch.Tensor) -> torch.Tensor:
     return rotated.flatten(-2)  # (B, nh, T, hs)
 
 
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal softmax(q kᵀ / √hs) v, materializing the (B, nh, T, T) scores; k, v may have fewer heads (GQA)."""
+    _, n_head, seq_len, head_dim = q.shape  # (B, nh, T, hs)
+    if k.shape[1] != n_head:  # grouped-query attention: each k/v head serves n_head // n_kv_head queries
+        k = k.repeat_interleave(n_head // k.shape[1], dim=1)  # (B, nh, T, hs), a copy
+        v = v.repeat_interleave(n_head // v.shape[1], dim=1)
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_dim))  # (B, nh, T, T)
+    future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)  # (T, T): True above the diagonal
+    scores = scores.masked_fill(future, float("-inf"))
+    # softmax in fp32 whatever the input dtype, then back (as Hugging Face's eager attention does): the
+    # same on CPU and CUDA, where autocast's policies for softmax differ
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, nh, T, T)
+    return probs @ v  # (B, nh, T, hs)
+
+
 class Attention(nn.Module):
     """Causal self-attention; with n_kv_head < n_head, groups of query heads share a key/value head."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, attention: AttentionImpl = "sdpa", recompute_core: bool = False) -> None:
         super().__init__()
+        if attention not in ATTENTION_IMPLS:
+            raise ValueError(f"unknown attention {attention!r}; known: {', '.join(ATTENTION_IMPLS)}")
         bias = cfg.arch == "gpt2"
         self.cfg = cfg
+        self.attention = attention
+        self.recompute_core = recompute_core  # eager only: recompute scores and softmax in backward
         self.q_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=bias)
         self.k_proj = nn.Linear(cfg.d_model, cfg.kv_dim, bias=bias)
         self.v_proj = nn.Linear(cfg.d_model, cfg.kv_dim, bias=bias)
@@ -53,9 +87,15 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(batch, seq_len, cfg.n_kv_head, cfg.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         if cfg.arch == "llama":
             q, k = rotary(q), rotary(k)
-        # softmax(q k^T / sqrt(hs)) v, causal; enable_gqa shares each k/v head among n_head // n_kv_head queries
-        grouped = cfg.n_kv_head < cfg.n_head
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)  # (B, nh, T, hs)
+        if self.attention == "sdpa":
+            # softmax(q k^T / sqrt(hs)) v, causal; enable_gqa shares each k/v head among n_head // n_kv_head queries
+            grouped = cfg.n_kv_head < cfg.n_head
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)  # (B, nh, T, hs)
+        elif self.recompute_core and torch.is_grad_enabled():
+            # store q, k, v only; the backward pass recomputes the (T, T) scores and probabilities
+            y = torch.utils.checkpoint.checkpoint(eager_attention, q, k, v, use_reentrant=False)
+        else:
+            y = eager_attention(q, k, v)  # (B, nh, T, hs)
         y = y.transpose(1, 2).reshape(batch, seq_len, cfg.d_model)  # (B, T, C): heads side by side
         return self.out_proj(y)
 
@@ -81,10 +121,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """One pre-norm transformer block: x + attention(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, attention: AttentionImpl = "sdpa", recompute_core: bool = False) -> None:
         super().__init__()
         self.norm_1 = norm(cfg)
-        self.attention = Attention(cfg)
+        self.attention = Attention(cfg, attention, recompute_core)
         self.norm_2 = norm(cfg)
         self.mlp = MLP(cfg)
 
@@ -96,13 +136,19 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Token ids (B, T) -> logits (B, T, vocab_size), for either arch of ModelConfig."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(
+        self, cfg: ModelConfig, *, attention: AttentionImpl = "sdpa", recompute: RecomputeMode = "none"
+    ) -> None:
         super().__init__()
+        if recompute not in RECOMPUTE_CHOICES:
+            raise ValueError(f"unknown recompute {recompute!r}; known: {', '.join(RECOMPUTE_CHOICES)}")
         self.cfg = cfg
+        # "full": each block runs under torch.utils.checkpoint while training (only its input is stored)
+        self.recompute = recompute
         self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
         # learned positions (gpt2) or none: RoPE rotates q and k inside attention (llama)
         self.position_embedding = nn.Embedding(cfg.n_ctx, cfg.d_model) if cfg.arch == "gpt2" else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.blocks = nn.ModuleList(Block(cfg, attention, recompute == "selective") for _ in range(cfg.n_layer))
         self.norm_f = norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tied_embeddings:
@@ -117,8 +163,12 @@ class GPT(nn.Module):
         x = self.token_embedding(idx)  # (B, T, C)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(seq_len, device=idx.device))  # (T, C) broadcast
+        checkpointed = self.recompute == "full" and torch.is_grad_enabled()
         for block in self.blocks:
-            x = block(x)  # (B, T, C)
+            if checkpointed:  # keep only x; backward reruns the block's forward, then its backward
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # (B, T, C)
+            else:
+                x = block(x)  # (B, T, C)
         return self.lm_head(self.norm_f(x))  # (B, T, vocab_size)
 
 

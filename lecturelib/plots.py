@@ -511,3 +511,79 @@ def kernel_roofline_figure(
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+# --- memory: what a training step holds (notebook 05) --------------------------------------------------------
+
+GB = 10**9  # the unit of the memory figures, as datasheets count it (PyTorch and nvidia-smi print GiB = 2**30)
+
+
+def memory_stack_figure(
+    columns: dict[str, dict[str, float]],
+    *,
+    capacity_bytes: float | None = None,
+    capacity_label: str = "GPU memory",
+    title: str = "What one training step holds",
+) -> Figure:
+    """One stacked bar per column (label -> {part: bytes}), in GB, with an optional capacity line."""
+    if not columns:
+        raise ValueError("columns must hold at least one bar")
+    parts: list[str] = []  # every part that is non-zero somewhere, in first-seen order: one colour each
+    for bar in columns.values():
+        for part, n_bytes in bar.items():
+            if not math.isfinite(n_bytes) or n_bytes < 0:
+                raise ValueError(f"part {part!r} must be a finite number of bytes >= 0, got {n_bytes}")
+            if n_bytes > 0 and part not in parts:
+                parts.append(part)
+    if capacity_bytes is not None and (not math.isfinite(capacity_bytes) or capacity_bytes <= 0):
+        raise ValueError("capacity_bytes must be positive and finite")
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(max(4.8, 1.1 * len(columns) + 3.4), 4.4))
+    labels = list(columns)
+    bottoms = [0.0] * len(labels)
+    for i, part in enumerate(parts):
+        heights = [columns[label].get(part, 0.0) / GB for label in labels]
+        ax.bar(labels, heights, bottom=bottoms, label=part, color=colours(i % 10))
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for x, total in enumerate(bottoms):
+        ax.annotate(f"{total:,.1f}", (x, total), textcoords="offset points", xytext=(0, 3), ha="center",
+                    fontsize="small")
+    top = max([*bottoms, 0.0 if capacity_bytes is None else capacity_bytes / GB])
+    ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)  # room for the totals above the bars
+    if capacity_bytes is not None:
+        ax.axhline(capacity_bytes / GB, color="black", linestyle="--", linewidth=1,
+                   label=f"{capacity_label}: {capacity_bytes / GB:,.0f} GB")
+    ax.set_ylabel("GB (10⁹ bytes)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    ax.tick_params(axis="x", labelsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def peak_comparison_figure(
+    labels: list[str],
+    series: dict[str, list[float]],
+    *,
+    title: str = "Peak memory of one training step: predicted and measured",
+) -> Figure:
+    """Grouped bars in MiB: one group per label (a configuration), one bar per series (predicted, measured...)."""
+    if not labels or not series:
+        raise ValueError("labels and series must be non-empty")
+    for name, values in series.items():
+        if len(values) != len(labels):
+            raise ValueError(f"series {name!r} has {len(values)} values for {len(labels)} labels")
+        if any(not math.isfinite(v) or v < 0 for v in values):
+            raise ValueError(f"series {name!r} must hold finite byte counts >= 0")
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.6 * len(labels) + 2.0), 4.0))
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series.items()):
+        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
+        ax.bar(xs, [v / 2**20 for v in values], width=width, label=name)
+    ax.set_xticks(range(len(labels)), labels, fontsize="small")
+    ax.set_ylabel("MiB")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,4 +1,4 @@
-"""Profiling: a timer on torch.utils.benchmark, labelled memory snapshots, and the peak memory of a call."""
+"""Profiling: a torch.utils.benchmark timer, memory snapshots, the peak memory of a call, live tensor bytes."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ import ctypes
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import psutil
 import torch
 import torch.utils.benchmark
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 
 def _accelerator() -> torch.device | None:
@@ -378,3 +381,73 @@ def time_each_call(
         torch.set_num_threads(previous_threads)
     accelerator = _accelerator()
     return CallTimes(tuple(sorted(times)), "cpu" if accelerator is None else accelerator.type)
+
+
+# --- Tensor bytes alive, operator by operator (CUDA's max_memory_allocated, on any device) ---------------
+
+@dataclass(frozen=True)
+class TensorPeak:
+    """The most bytes held in live tensors while a call ran, and where that happened."""
+
+    peak_bytes: int  # most bytes of distinct tensor storages alive at the end of one operator
+    op_at_peak: str  # the operator whose output reached the peak, e.g. "aten._log_softmax_backward_data.default"
+    existing_bytes: int  # bytes of the `existing` tensors (alive before the call); part of peak_bytes
+    n_ops: int  # operators seen
+
+
+class _LiveTensorBytes(TorchDispatchMode):
+    """Sums the bytes of every storage an operator returns, as long as that storage is alive."""
+
+    def __init__(self, existing: Iterable[torch.Tensor]) -> None:
+        super().__init__()
+        self._live: dict[int, tuple[StorageWeakRef, int]] = {}  # storage id -> (weak ref, bytes)
+        self.n_ops = 0
+        self.peak = self.existing = self._track(existing)
+        self.op_at_peak = "(before the call)"
+
+    def _track(self, tensors: Iterable[object]) -> int:
+        """Register the storages of `tensors` not seen yet; return the bytes alive now."""
+        for key in [key for key, (ref, _) in self._live.items() if ref.expired()]:
+            del self._live[key]  # freed: drop it before its address can be reused by a new storage
+        for tensor in tensors:
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()  # views share their base's storage: counted once
+                ref = StorageWeakRef(storage)
+                self._live.setdefault(ref.cdata, (ref, storage.nbytes()))
+        return sum(n_bytes for _, n_bytes in self._live.values())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        self.n_ops += 1
+        alive = self._track(tree_flatten(out)[0])
+        if alive > self.peak:
+            self.peak, self.op_at_peak = alive, str(func)
+        return out
+
+
+def tensor_peak_memory(fn: Callable[[], object], existing: Iterable[torch.Tensor] = ()) -> TensorPeak:
+    """Most bytes in live tensors while fn() runs, counted after every operator (a TorchDispatchMode)."""
+    # What torch.cuda.max_memory_allocated counts on a GPU (tensor bytes, not the allocator's cache or
+    # rounding), on any device, also on "meta" and fake tensors. `existing` are tensors alive before the
+    # call that belong in the count (weights, optimizer states). Not seen: buffers a kernel allocates
+    # and frees inside one operator, memory outside tensors. Costs one Python call per operator.
+    tracker = _LiveTensorBytes(existing)
+    with tracker:
+        fn()
+    return TensorPeak(peak_bytes=tracker.peak, op_at_peak=tracker.op_at_peak,
+                      existing_bytes=tracker.existing, n_ops=tracker.n_ops)
+
+
+def release_free_heap() -> bool:
+    """Ask glibc to give freed heap memory back to the OS (malloc_trim(0)); False where there is no glibc."""
+    # glibc keeps memory that free() returned, below its mmap threshold, for reuse: it stays resident
+    # (in RSS) and a later allocation reuses it without adding to RSS. Trimming first makes the next
+    # peak_memory() on CPU see every page the measured call touches.
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+

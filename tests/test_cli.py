@@ -332,3 +332,45 @@ def test_cli_train_subprocess_bad_checkpoint_no_traceback(tmp_path: Path) -> Non
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("lecturelib: error: cannot read checkpoint")
     assert "Traceback" not in proc.stderr
+
+
+# --- memory --zero-stage --gpus (ZeRO, Rajbhandari et al. 2020, Figure 1) --------------------------------
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_cli_memory_zero_same_keys_per_gpu(capsys: pytest.CaptureFixture[str], stage: int) -> None:
+    argv = ["memory", "--model", "llama2-7b", "--recipe", "bf16-mixed-adamw", "--batch", "1", "--seq-len", "4096"]
+    whole = run_json(capsys, *argv)
+    per_gpu = run_json(capsys, *argv, "--zero-stage", str(stage), "--gpus", "8")
+    assert list(per_gpu) == list(whole)  # the same keys, in the same order
+    sharded = {1: {"optimizer_bytes", "master_weights_bytes"}, 2: {"optimizer_bytes", "master_weights_bytes",
+               "gradients_bytes"}, 3: {"optimizer_bytes", "master_weights_bytes", "gradients_bytes", "weights_bytes"}}
+    for key in sharded.get(stage, set()):
+        assert per_gpu[key] == -(-whole[key] // 8)  # 1/8 on each GPU, rounded up
+    assert per_gpu["activations_bytes"] == whole["activations_bytes"]  # each GPU runs its own micro-batch
+    assert per_gpu["total_bytes"] == sum(v for k, v in per_gpu.items() if k.endswith("_bytes") and k != "total_bytes")
+
+
+def test_cli_memory_zero_paper_figure_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Figure 1's model states: Ψ = 7.5B, N_d = 64, fp16 mixed precision with Adam (K = 12). The 2,048-wide
+    # custom config has 12·2048² + 13·2048 = 50,358,272 parameters per layer (norms included) and almost no
+    # embeddings: 149 layers + 12,288 (2-token vocabulary, 2 positions, final norm) = 7,503,394,816 ≈ 7.5B.
+    fields = {"arch": "gpt2", "n_layer": 149, "n_head": 16, "d_model": 2048, "d_ff": 8192, "vocab_size": 2, "n_ctx": 2}
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps(fields), encoding="utf-8")
+    argv = ["memory", "--config", str(path), "--recipe", "fp16-mixed-adamw", "--batch", "1", "--seq-len", "1"]
+    states = {}
+    for stage in (0, 1, 2, 3):
+        result = run_json(capsys, *argv, "--zero-stage", str(stage), "--gpus", "64")
+        states[stage] = result["total_bytes"] - result["activations_bytes"]
+    assert [round(states[s] / 1e9, 1) for s in (0, 1, 2, 3)] == [120.1, 31.4, 16.6, 1.9]  # Figure 1: 120, 31.4, 16.6, 1.9 GB
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--zero-stage", "4"], "invalid choice: 4"), (["--gpus", "0"], "expected a positive integer, got 0"),
+     (["--gpus", "two"], "expected a positive integer")],
+)
+def test_cli_memory_zero_bad_input_exits_2(capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
+    assert main([*MEMORY_ARGS, "--recipe", "fp32-adamw", "--batch", "1", *extra]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and message in err

@@ -296,3 +296,72 @@ def test_attention_scores_bytes_gpt2_small_layer() -> None:
 def test_attention_scores_bytes_rejects_zero_heads() -> None:
     with pytest.raises(ValueError, match="n_head"):
         attention_scores_bytes(1, 0, 8, 8, "fp32")
+
+
+# --- Korthikanti's assumptions: eager vs fused attention, dropout or not (issue 6, item 8) --------------------
+
+def test_activation_bytes_per_layer_fused_attention_stores_no_scores() -> None:
+    # s = 1024, b = 8, h = 768, a = 12 (sbh = 6,291,456): a fused kernel keeps a fp32 log-sum-exp per row,
+    # 4·a·s·b = 4 · 12 · 1024 · 8 = 393,216 bytes, instead of 5as²b = 503,316,480
+    assert activation_bytes_per_layer(1024, 8, 768, 12, attention="fused") == 213_909_504 + 393_216  # 34sbh + 4asb
+    assert activation_bytes_per_layer(1024, 8, 768, 12, attention="fused", dropout=False) == 201_326_592 + 393_216
+
+
+def test_activation_bytes_per_layer_without_dropout() -> None:
+    # no masks and one stored softmax output: 2 · (16sbh + as²b) = 32sbh + 2as²b
+    assert activation_bytes_per_layer(1024, 8, 768, 12, dropout=False) == 32 * 6_291_456 + 2 * 100_663_296
+    assert activation_bytes_per_layer(1024, 8, 768, 12, recompute="selective", dropout=False) == 32 * 6_291_456
+
+
+@given(s=sizes, b=st.integers(1, 16), heads=st.integers(1, 32), head_dim=st.integers(1, 128), dropout=st.booleans())
+def test_activation_bytes_per_layer_fused_ignores_selective(s: int, b: int, heads: int, head_dim: int,
+                                                            dropout: bool) -> None:
+    h = heads * head_dim
+    fused = [activation_bytes_per_layer(s, b, h, heads, attention="fused", dropout=dropout, recompute=mode)
+             for mode in ("none", "selective")]
+    assert fused[0] == fused[1]  # the kernel already recomputes the attention core
+    eager = activation_bytes_per_layer(s, b, h, heads, dropout=dropout)
+    assert eager > fused[0] or s <= 2  # without dropout 2as²b > 4asb only from s = 3 on
+
+
+def test_training_memory_llama_has_no_dropout_by_default() -> None:
+    mem = training_memory(LLAMA2_7B, "bf16-mixed-adamw", batch=1, seq_len=4096)
+    per_layer = activation_bytes_per_layer(4096, 1, 4096, 32, dropout=False)  # 32sbh + 2as²b
+    assert mem.activations_bytes == 32 * per_layer == 51_539_607_552  # 32 · (32 · 16,777,216 + 2 · 536,870,912)
+
+
+def test_recipe_bf16_autocast_keeps_fp32_states() -> None:
+    recipe = RECIPES["bf16-autocast-adamw"]
+    assert model_states(1000, recipe).total_bytes == 16_000  # 4 + 4 + 4 + 4 per parameter: the fp32 model is the master
+    assert (recipe.weight_copy_dtype, recipe.activation_dtype, recipe.master_dtype) == ("bf16", "bf16", None)
+
+
+# --- ZeRO (Rajbhandari et al. 2020, Figure 1) --------------------------------------------------------------
+
+def test_zero_partition_paper_figure_1() -> None:
+    from lecturelib.memory import zero_partition
+
+    states = model_states(7_500_000_000, "fp16-mixed-adamw")  # Ψ = 7.5B, K = 12
+    per_gpu = [zero_partition(states, stage, 64).total_bytes for stage in (0, 1, 2, 3)]
+    # (2 + 2 + 12)Ψ, (2 + 2)Ψ + 12Ψ/64, 2Ψ + 14Ψ/64, 16Ψ/64: Figure 1's 120, 31.4, 16.6 and 1.9 GB
+    assert per_gpu == [120_000_000_000, 31_406_250_000, 16_640_625_000, 1_875_000_000]
+
+
+@given(cfg=models, recipe=st.sampled_from(["fp32-adamw", "bf16-mixed-adamw", "bf16-mixed-adamw8bit"]),
+       gpus=st.integers(1, 1024))
+def test_zero_partition_never_grows_and_keeps_activations(cfg: ModelConfig, recipe: str, gpus: int) -> None:
+    from lecturelib.memory import zero_partition
+
+    mem = training_memory(cfg, recipe, 2, 64)
+    totals = [zero_partition(mem, stage, gpus).total_bytes for stage in (0, 1, 2, 3)]
+    assert totals == sorted(totals, reverse=True)
+    assert all(zero_partition(mem, stage, gpus).activations_bytes == mem.activations_bytes for stage in (1, 2, 3))
+    assert zero_partition(mem, 3, 1) == mem  # one GPU: nothing to share
+
+
+@pytest.mark.parametrize(("stage", "gpus"), [(4, 8), (-1, 8), (1, 0)])
+def test_zero_partition_rejects_bad_input(stage: int, gpus: int) -> None:
+    from lecturelib.memory import zero_partition
+
+    with pytest.raises(ValueError):
+        zero_partition(model_states(100, "fp32-adamw"), stage, gpus)

@@ -90,3 +90,42 @@ def test_rotary_scores_depend_on_offset_only() -> None:
         diagonal = scores.diagonal(offset)
         torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal))
     torch.testing.assert_close(q.norm(dim=-1), q[..., :1, :].norm(dim=-1).expand(1, 1, 6))  # a rotation
+
+
+# --- eager attention and recomputation --------------------------------------------------------------------
+
+@pytest.mark.parametrize("cfg", [TINY_GPT2, TINY_LLAMA], ids=lambda cfg: cfg.name)
+def test_eager_attention_equals_sdpa(cfg: ModelConfig) -> None:
+    # the textbook softmax(q kᵀ/√hs) v against PyTorch's fused kernel, GQA included (TINY_LLAMA: 2 KV heads)
+    from lecturelib.models import eager_attention
+
+    torch.manual_seed(0)
+    q = torch.randn(2, cfg.n_head, 7, cfg.head_dim, dtype=torch.float64)
+    k, v = (torch.randn(2, cfg.n_kv_head, 7, cfg.head_dim, dtype=torch.float64) for _ in "kv")
+    fused = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=cfg.n_kv_head < cfg.n_head)
+    torch.testing.assert_close(eager_attention(q, k, v), fused)
+
+
+@pytest.mark.parametrize("cfg", [TINY_GPT2, TINY_LLAMA], ids=lambda cfg: cfg.name)
+@pytest.mark.parametrize(("attention", "recompute"), [("eager", "none"), ("eager", "selective"),
+                                                      ("sdpa", "full"), ("eager", "full")])
+def test_gpt_attention_and_recompute_keep_logits_and_gradients(cfg: ModelConfig, attention: str, recompute: str) -> None:
+    # recomputation changes what is stored, never what is computed
+    idx = tokens(cfg, 2, 9)
+    torch.manual_seed(0)
+    reference = GPT(cfg).double()
+    torch.manual_seed(0)
+    other = GPT(cfg, attention=attention, recompute=recompute).double()  # type: ignore[arg-type]
+    for model in (reference, other):
+        model(idx).square().mean().backward()
+    torch.testing.assert_close(other(idx), reference(idx))
+    for (name, p), q in zip(reference.named_parameters(), other.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+def test_gpt_rejects_unknown_attention_and_recompute() -> None:
+    with pytest.raises(ValueError, match="unknown attention 'flash'"):
+        GPT(TINY_GPT2, attention="flash")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown recompute 'some'"):
+        GPT(TINY_GPT2, recompute="some")  # type: ignore[arg-type]

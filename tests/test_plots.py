@@ -353,3 +353,39 @@ def test_kernel_roofline_figure_rejects_bad_input(args):
         plots.kernel_roofline_figure(*args, label="k")
     with pytest.raises(ValueError):
         plots.kernel_roofline_figure(1e12, 1e11, 1.0, label="k", intensity_range=(8.0, 1.0))
+
+
+# --- memory figures (notebook 05) ------------------------------------------------------------------------------
+
+def test_memory_stack_figure_stacks_parts_in_gb():
+    columns = {"fp32": {"weights": 2e9, "gradients": 1e9, "logits": 0.0},
+               "bf16": {"weights": 1e9, "logits": 3e9}}
+    fig = plots.memory_stack_figure(columns, capacity_bytes=4e9, capacity_label="GPU")
+    (ax,) = fig.axes
+    bars = ax.containers  # one BarContainer per non-zero part: weights, gradients, logits
+    assert [b.get_label() for b in bars] == ["weights", "gradients", "logits"]
+    assert [r.get_height() for r in bars[0]] == [2.0, 1.0]
+    assert [r.get_y() for r in bars[2]] == [3.0, 1.0]  # logits sit on weights + gradients
+    assert list(ax.lines[0].get_ydata()) == [4.0, 4.0]  # the capacity line
+    assert "GPU: 4 GB" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_ylim()[1] >= 4.0  # the capacity line and the totals stay inside the axes
+
+
+@pytest.mark.parametrize("columns", [{}, {"a": {"w": -1.0}}, {"a": {"w": float("nan")}}])
+def test_memory_stack_figure_rejects_bad_columns(columns):
+    with pytest.raises(ValueError):
+        plots.memory_stack_figure(columns)
+
+
+def test_peak_comparison_figure_draws_one_bar_per_series_and_label():
+    fig = plots.peak_comparison_figure(["a", "b"], {"predicted": [2**20, 2 * 2**20], "measured": [3 * 2**20, 0.0]})
+    (ax,) = fig.axes
+    predicted, measured = ax.containers
+    assert [r.get_height() for r in predicted] == [1.0, 2.0]  # MiB
+    assert [r.get_height() for r in measured] == [3.0, 0.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+
+
+def test_peak_comparison_figure_rejects_ragged_series():
+    with pytest.raises(ValueError):
+        plots.peak_comparison_figure(["a", "b"], {"predicted": [1.0]})
