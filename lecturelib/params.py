@@ -60,9 +60,9 @@ def non_embedding_params(cfg: ModelConfig) -> int:
 
 def kaplan_params(cfg: ModelConfig) -> int:
     """Kaplan et al. 2020's N: non-embedding parameters without any LM head (Table 1: the de-embedding is not in N)."""
-    # Kaplan Sec. 1.2 leaves "all vocabulary and positional embeddings" out of N, and Table 1 lists the
+    # Kaplan Sec. 1.3 leaves "all vocabulary and positional embeddings" out of N, and Table 1 lists the
     # de-embedding with no parameters of N. GPT-2's tied head is the token embedding (lm_head is 0);
     # Llama's untied (vocab, d_model) head is a vocabulary matrix too, so it is left out here.
-    # Kaplan's N ≈ 12·n_layer·d_model² also drops biases and norm weights ("sub-leading terms"); this
-    # count keeps them: 85,056,000 for GPT-2 small against 12·12·768² = 84,934,656.
+    # Kaplan's N ≈ 12·n_layer·d_model² (Sec. 2.1, Eq. 2.1) also drops biases and norm weights ("biases and
+    # other sub-leading terms"); this count keeps them: 85,056,000 for GPT-2 small against 12·12·768² = 84,934,656.
     return non_embedding_params(cfg) - param_breakdown(cfg)["lm_head"]
