@@ -1,7 +1,7 @@
 """lecturelib: the reference calculators, measurements and grading helpers of the Resource Accounting course.
 
 Modules (imported on first use, so `import lecturelib.grading` stays light for the autograder):
-configs, params, models, flops, counter, memory, hardware, profiler, plots, widgets, runmode, grading, course.
+configs, params, models, flops, counter, memory, hardware, profiler, data, plots, widgets, runmode, grading, course.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ __all__ = [
     "configs",
     "counter",
     "course",
+    "data",
     "flops",
     "grading",
     "hardware",
