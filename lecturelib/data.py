@@ -157,6 +157,11 @@ class EpochTiming:
         return self.batches[0].got_s - self.started_s
 
     @property
+    def end_s(self) -> float:
+        """From the last step to the end of the loop: the last next() (a non-persistent loader joins its workers here)."""
+        return self.ended_s - self.batches[-1].computed_s
+
+    @property
     def wait_s(self) -> float:
         """Time the main process spent waiting for data: iter(loader) and every next()."""
         return self.iter_s + sum(b.got_s - b.asked_s for b in self.batches)
@@ -267,13 +272,25 @@ def pipeline_spans(timing: LoaderTiming, epoch: int = 0) -> dict[str, list[Span]
     record = timing.epochs[epoch]
     t0 = record.started_s
     workers = [pid for pid in record.worker_pids if pid != timing.main_pid]
-    rows: dict[str, list[Span]] = {}
+    rows: dict[str, list[Span]] = {f"worker {k} loads": [] for k in range(len(workers))}  # workers first, in order
     for b in record.batches:
         name = "main loads" if b.pid == timing.main_pid else f"worker {workers.index(b.pid)} loads"
         rows.setdefault(name, []).append((b.load[0] - t0, b.load[1] - t0))
     rows["main waits"] = [(0.0, record.iter_s)] + [(b.asked_s - t0, b.got_s - t0) for b in record.batches]
     rows["main computes"] = [(b.got_s - t0, b.computed_s - t0) for b in record.batches]
-    return dict(sorted(rows.items()))  # workers first, then the main process's rows
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# What this machine cannot measure
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A measurement that cannot be made on this machine, and why."""
+
+    reason: str
+    available: Literal[False] = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,15 +300,18 @@ def pipeline_spans(timing: LoaderTiming, epoch: int = 0) -> dict[str, list[Span]
 class _ReadAll(Dataset[int]):
     """One item: read every element of `data` in the worker, and return how many private bytes that added."""
 
-    def __init__(self, data: list[object] | torch.Tensor) -> None:
+    def __init__(self, data: Sequence[object] | torch.Tensor) -> None:
         self.data = data
 
     def __len__(self) -> int:
         return 1
 
     def __getitem__(self, index: int) -> int:
-        process = psutil.Process()
-        before = process.memory_full_info().uss  # bytes only this process holds (its copied pages)
+        try:
+            process = psutil.Process()
+            before = process.memory_full_info().uss  # bytes only this process holds (its copied pages)
+        except (psutil.Error, OSError):
+            return -1  # no /proc/PID/smaps to read here
         if isinstance(self.data, torch.Tensor):
             float(self.data.sum())  # reads every byte of the storage; writes nothing to it
         else:
@@ -300,25 +320,21 @@ class _ReadAll(Dataset[int]):
         return int(process.memory_full_info().uss - before)
 
 
-def copy_on_access_bytes(data: list[object] | torch.Tensor, *, multiprocessing_context: str | None = None) -> int:
+def copy_on_access_bytes(
+    data: Sequence[object] | torch.Tensor, *, multiprocessing_context: str | None = None
+) -> int | Unavailable:
     """Private bytes a forked DataLoader worker gains by reading every element of `data` once (the "memory leak")."""
     # A forked worker shares the parent's pages until one is written. Reading a Python object writes its
     # reference count, so each page holding objects gets copied into the worker: pytorch/pytorch#13246.
     loader = DataLoader(_ReadAll(data), batch_size=None, num_workers=1, multiprocessing_context=multiprocessing_context)
     (grown,) = list(loader)
+    if grown < 0:
+        return Unavailable("psutil cannot read the worker's private memory (USS) here: /proc/PID/smaps is not readable")
     return int(grown)
 
 
 # ---------------------------------------------------------------------------------------------
 # Host-to-device transfers (CUDA only; a clear "not measurable here" elsewhere)
-
-
-@dataclass(frozen=True)
-class Unavailable:
-    """A measurement that cannot be made on this machine, and why."""
-
-    reason: str
-    available: Literal[False] = False
 
 
 def cuda_unavailable_reason() -> str | None:

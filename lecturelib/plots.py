@@ -152,7 +152,7 @@ def loader_throughput_figure(
         raise ValueError("model must hold one positive, finite rate per configuration")
     n = len(series)
     height = 0.8 / n
-    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.45 * len(labels) * max(n, 1.5)))
+    fig, ax = plt.subplots(figsize=(6.4, 1.4 + 0.45 * len(labels) * max(n, 1.5)))
     rows = range(len(labels))
     for k, (name, values) in enumerate(series.items()):
         ax.barh([r - 0.4 + (k + 0.5) * height for r in rows], values, height=height, label=name)
@@ -163,7 +163,7 @@ def loader_throughput_figure(
     ax.set_xlabel("batches per second")
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=n + (model is not None), fontsize="small")
     fig.tight_layout()
     return fig
 
@@ -206,10 +206,13 @@ def timeline_figure(
     heights = [len(rows) for rows in panels.values()]
     fig, axes = plt.subplots(len(panels), 1, figsize=(7.0, 0.6 + 0.42 * sum(heights) + 0.5 * len(panels)),
                              sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = list(dict.fromkeys(row for rows in panels.values() for row in rows))  # a row keeps its color in every panel
+    colors = {row: cycle[k % len(cycle)] for k, row in enumerate(names)}
     for ax, (panel, rows) in zip(axes[:, 0], panels.items()):
         for r, (row, spans) in enumerate(rows.items()):
-            ax.broken_barh([(a, b - a) for a, b in spans], (r - 0.35, 0.7), color=colors[r % len(colors)])
+            ax.broken_barh([(a, b - a) for a, b in spans], (r - 0.35, 0.7), facecolor=colors[row],
+                           edgecolor="white", linewidth=0.8)  # edges keep back-to-back spans apart
         ax.set_yticks(range(len(rows)), list(rows))
         ax.invert_yaxis()
         ax.set_title(panel, fontsize="medium", loc="left")

@@ -155,6 +155,8 @@ def test_timeline_figure_one_panel_per_run_one_row_per_actor():
     assert [t.get_text() for t in bottom.get_yticklabels()] == ["worker 0 loads", "worker 1 loads", "main computes"]
     loads = top.collections[0]  # broken_barh: one collection per row, one rectangle per span
     assert len(loads.get_paths()) == 2
+    computes_top, computes_bottom = top.collections[1], bottom.collections[2]
+    assert (computes_top.get_facecolor() == computes_bottom.get_facecolor()).all()  # one color per actor everywhere
     with pytest.raises(ValueError):
         plots.timeline_figure({"bad": {"row": [(2.0, 1.0)]}})
     with pytest.raises(ValueError):
