@@ -205,8 +205,12 @@ def test_staged_copy_bounds_are_ordered(memcpy: float, link: float) -> None:
     assert serial >= overlapped / 2 * (1 - 1e-12)  # overlap can at most halve the time of two steps
 
 
-def test_host_memcpy_bytes_per_s_is_positive() -> None:
-    assert data.host_memcpy_bytes_per_s(2**16, min_run_time_s=0.01) > 0
+def test_host_memcpy_bytes_per_s_is_positive_and_keeps_the_thread_count() -> None:
+    threads = torch.get_num_threads()
+    assert data.host_memcpy_bytes_per_s(2**16, repeats=3) > 0
+    assert torch.get_num_threads() == threads
+    with pytest.raises(ValueError):
+        data.host_memcpy_bytes_per_s(2**16, repeats=0)
 
 
 @pytest.mark.skipif(CUDA, reason="the CPU answer: this machine has CUDA")
