@@ -23,7 +23,7 @@ Span = tuple[float, float]  # (start, end) in time.perf_counter() seconds
 
 
 def spend(seconds: float, work: Work = "sleep") -> None:
-    """Spend `seconds` waiting (sleep) or computing on this thread's CPU (cpu: arithmetic until its CPU time has grown)."""
+    """Spend `seconds` waiting (sleep) or computing (cpu: arithmetic until this thread's CPU time grew that much)."""
     if seconds <= 0:
         return
     if work == "sleep":
@@ -113,7 +113,9 @@ class LoaderConfig:
             parts.append(self.multiprocessing_context)
         return ", ".join(parts)
 
-    def loader(self, dataset: Dataset[tuple[torch.Tensor, torch.Tensor]]) -> DataLoader[tuple[torch.Tensor, torch.Tensor]]:
+    def loader(
+        self, dataset: Dataset[tuple[torch.Tensor, torch.Tensor]]
+    ) -> DataLoader[tuple[torch.Tensor, torch.Tensor]]:
         """The DataLoader of this configuration over `dataset` (in order, no shuffling)."""
         return DataLoader(
             dataset,
@@ -158,7 +160,7 @@ class EpochTiming:
 
     @property
     def end_s(self) -> float:
-        """From the last step to the end of the loop: the last next() (a non-persistent loader joins its workers here)."""
+        """From the last step to the end of the loop: the last next(), where a non-persistent loader joins workers."""
         return self.ended_s - self.batches[-1].computed_s
 
     @property
@@ -346,12 +348,15 @@ def cuda_unavailable_reason() -> str | None:
     else:
         build = f"this PyTorch ({torch.__version__}, CUDA {torch.version.cuda}) finds no CUDA GPU"
     accelerator = torch.accelerator.current_accelerator(check_available=True)
-    other = f"; the accelerator here is {accelerator.type}, and these measurements use CUDA streams and events" if accelerator else ""
+    other = ""
+    if accelerator is not None:
+        other = f"; the accelerator here is {accelerator.type}, and these measurements use CUDA streams and events"
     return f"{build}{other}: there is no device to copy to, and pinned memory needs a CUDA allocator"
 
 
-# PCI Express per lane: transfer rate (GT/s) and line encoding, by generation (PCI-SIG base specifications 1.0-5.0,
-# tabulated at https://en.wikipedia.org/wiki/PCI_Express#Comparison_table). Gen 1-2 send 8 bits in 10, gen 3-5 128 in 130.
+# PCI Express per lane: transfer rate (GT/s) and line encoding, by generation (PCI-SIG base specifications
+# 1.0-5.0, tabulated at https://en.wikipedia.org/wiki/PCI_Express#Comparison_table). Gen 1-2 send 8 bits in 10,
+# gen 3-5 send 128 in 130.
 PCIE_GENERATIONS: dict[int, tuple[float, float]] = {
     1: (2.5e9, 8 / 10),
     2: (5e9, 8 / 10),
@@ -382,7 +387,7 @@ def staged_copy_bytes_per_s(memcpy_bytes_per_s: float, link_bytes_per_s: float) 
 
 
 def host_memcpy_bytes_per_s(n_bytes: int, *, repeats: int = 20, threads: int = 1) -> float:
-    """Bytes per second of the fastest of `repeats` copies between two pageable host buffers (one thread, as a driver's staging copy)."""
+    """Bytes per second of the fastest of `repeats` pageable host-to-host copies (one thread, as staging does)."""
     # Counted once (payload), unlike hardware.measure_copy_bytes_per_s, which counts read + write (STREAM). The
     # fastest call, not the median: on a shared machine most calls are slowed by other processes, the fastest least.
     if n_bytes <= 0 or repeats <= 0 or threads <= 0:

@@ -169,7 +169,7 @@ def loader_throughput_figure(
 
 
 def epoch_seconds_figure(series: dict[str, Sequence[float]], *, title: str = "Seconds per epoch") -> Figure:
-    """Seconds of each epoch (1, 2, ...) for each configuration: worker start-up shows in every epoch or only the first."""
+    """Seconds of each epoch (1, 2, ...) per configuration: worker start-up shows in every epoch, or in the first."""
     if not series:
         raise ValueError("need at least one series")
     for name, values in series.items():

@@ -188,7 +188,7 @@ def test_copy_on_access_python_objects_copied_tensor_not() -> None:
 def test_pcie_bytes_per_s_from_the_specifications() -> None:
     assert data.pcie_bytes_per_s(2) == 8e9  # 5 GT/s × 16 × 8/10 / 8: NVIDIA's "8 GB/s on PCIe x16 Gen2"
     assert data.pcie_bytes_per_s(4) == pytest.approx(31_507_692_307.69, rel=1e-12)  # 16e9 × 16 × 128/130 / 8
-    assert data.pcie_bytes_per_s(5, lanes=8) == pytest.approx(data.pcie_bytes_per_s(4))  # twice the rate on half the lanes
+    assert data.pcie_bytes_per_s(5, lanes=8) == pytest.approx(data.pcie_bytes_per_s(4))  # 2x the rate, half the lanes
     with pytest.raises(ValueError):
         data.pcie_bytes_per_s(7)
 

@@ -113,7 +113,8 @@ def test_fixed_cost_figure_rejects_bad_input():
 
 def test_loader_throughput_figure_draws_each_series_and_the_model():
     labels = ["0 workers", "2 workers"]
-    fig = plots.loader_throughput_figure(labels, {"steady": [40.0, 90.0], "whole run": [35.0, 38.0]}, model=[45.0, 125.0])
+    series = {"steady": [40.0, 90.0], "whole run": [35.0, 38.0]}
+    fig = plots.loader_throughput_figure(labels, series, model=[45.0, 125.0])
     (ax,) = fig.axes
     steady, whole = ax.containers
     assert [bar.get_width() for bar in steady] == [40.0, 90.0]
