@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from lecturelib.configs import ModelConfig, from_json, from_name
+from lecturelib.data import Unavailable, h2d_bandwidth
 from lecturelib.hardware import PEAKS, peak_bytes_per_s, peak_flop_per_s, roofline
 from lecturelib.flops import (
     forward_breakdown,
@@ -140,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--save-every", type=_positive_int, metavar="K", help="save every K steps (and at the end)")
     train.add_argument("--stop-after", type=_positive_int, metavar="S", help="save and stop after step S")
     train.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint up to N")
+
+
+    # h2d (notebook 06): host-to-device copies from pageable and pinned memory; "not available" without CUDA
+    text = "host-to-device copy bandwidth from pageable and from pinned memory (CUDA; says why not elsewhere)"
+    h2d = commands.add_parser("h2d", help=text, description=text)
+    h2d.add_argument("--bytes", type=_byte_count, required=True, metavar="N", dest="n_bytes", help="bytes per copy")
+    h2d.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return parser
 
 
@@ -246,6 +254,38 @@ def _train(cfg: ModelConfig, args: argparse.Namespace) -> Result:
 MODEL_COMMANDS = {"params": _params, "flops": _flops, "memory": _memory, "kv-cache": _kv_cache}
 MODEL_COMMANDS["train"] = _train
 COMMANDS = {"roofline": _roofline}  # commands that take no model
+
+
+# --- h2d (notebook 06) ------------------------------------------------------------------------
+
+
+def _byte_count(text: str) -> int:
+    """argparse type: a positive whole number of bytes (268435456 or 2.5e8)."""
+    value = _positive_number(text)
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, got {text}")
+    return int(value)
+
+
+def _h2d(args: argparse.Namespace) -> Result:
+    try:
+        sweep = h2d_bandwidth([args.n_bytes])
+    except RuntimeError as error:  # torch.OutOfMemoryError: more than the GPU or page-locked host memory can hold
+        raise CLIError(f"cannot copy {args.n_bytes} bytes: {error}") from None
+    if isinstance(sweep, Unavailable):
+        return {"available": False, "reason": sweep.reason, "bytes": args.n_bytes}
+    pageable, pinned = sweep.pageable_bytes_per_s[0], sweep.pinned_bytes_per_s[0]
+    return {
+        "available": True,
+        "device": sweep.device,
+        "bytes": args.n_bytes,
+        "pageable_bytes_per_s": pageable,
+        "pinned_bytes_per_s": pinned,
+        "pinned_over_pageable": pinned / pageable,
+    }
+
+
+COMMANDS["h2d"] = _h2d
 
 
 def _rows(result: Mapping[str, object], prefix: str = "") -> list[tuple[str, object]]:

@@ -374,3 +374,59 @@ def test_cli_memory_zero_bad_input_exits_2(capsys: pytest.CaptureFixture[str], e
     assert main([*MEMORY_ARGS, "--recipe", "fp32-adamw", "--batch", "1", *extra]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and message in err
+
+
+# --- h2d (notebook 06) ------------------------------------------------------------------------
+
+from lecturelib.data import cuda_unavailable_reason  # noqa: E402  (this block merges on its own)
+
+CUDA = cuda_unavailable_reason() is None
+
+
+@pytest.mark.skipif(CUDA, reason="the CPU answer: this machine has CUDA")
+def test_cli_h2d_without_cuda_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "h2d", "--bytes", str(2**20))
+    assert result["available"] is False
+    assert result["bytes"] == 2**20
+    assert "CUDA" in str(result["reason"])
+    assert set(result) == {"available", "reason", "bytes"}  # no bandwidth is claimed
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_cli_h2d_on_cuda_gives_both_rates(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "h2d", "--bytes", "2.5e7")  # 25 MB, written as a float
+    assert result["available"] is True and result["bytes"] == 25_000_000
+    pageable, pinned = result["pageable_bytes_per_s"], result["pinned_bytes_per_s"]
+    assert isinstance(pageable, float) and isinstance(pinned, float) and pageable > 0 and pinned > 0
+    assert result["pinned_over_pageable"] == pinned / pageable
+
+
+def test_cli_h2d_subprocess_exits_0_with_one_object() -> None:
+    proc = run_cli("h2d", "--bytes", "4096", "--json")
+    assert proc.returncode == 0 and proc.stderr == ""
+    result = json.loads(proc.stdout)
+    assert result["available"] is CUDA
+
+
+def test_cli_h2d_table_names_availability(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["h2d", "--bytes", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("available") and ("reason" in out) is not CUDA
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["h2d", "--bytes", "0"], "expected a positive number"),
+        (["h2d", "--bytes", "-4096"], "expected a positive number"),
+        (["h2d", "--bytes", "1.5"], "expected a whole number of bytes"),
+        (["h2d", "--bytes", "lots"], "expected a positive number"),
+        (["h2d"], "--bytes"),
+    ],
+)
+def test_cli_h2d_bad_input_exits_2_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("lecturelib: error: ")
+    assert message in err

@@ -389,3 +389,73 @@ def test_peak_comparison_figure_draws_one_bar_per_series_and_label():
 def test_peak_comparison_figure_rejects_ragged_series():
     with pytest.raises(ValueError):
         plots.peak_comparison_figure(["a", "b"], {"predicted": [1.0]})
+
+
+# --- data loading and host-to-device transfers (notebook 06) ---------------------------------
+
+
+def test_loader_throughput_figure_draws_each_series_and_the_model():
+    labels = ["0 workers", "2 workers"]
+    series = {"steady": [40.0, 90.0], "whole run": [35.0, 38.0]}
+    fig = plots.loader_throughput_figure(labels, series, model=[45.0, 125.0])
+    (ax,) = fig.axes
+    steady, whole = ax.containers
+    assert [bar.get_width() for bar in steady] == [40.0, 90.0]
+    assert [bar.get_width() for bar in whole] == [35.0, 38.0]
+    (marks,) = ax.lines
+    assert list(marks.get_xdata()) == [45.0, 125.0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == labels
+
+
+@pytest.mark.parametrize(
+    ("series", "model"),
+    [({}, None), ({"a": [1.0]}, None), ({"a": [1.0, float("nan")]}, None), ({"a": [1.0, 2.0]}, [1.0]),
+     ({"a": [1.0, 2.0]}, [1.0, 0.0])],
+)
+def test_loader_throughput_figure_rejects_bad_input(series, model):
+    with pytest.raises(ValueError):
+        plots.loader_throughput_figure(["x", "y"], series, model=model)
+
+
+def test_epoch_seconds_figure_one_line_per_configuration():
+    fig = plots.epoch_seconds_figure({"persistent": [0.3, 0.15, 0.16], "not persistent": [0.45, 0.44, 0.46]})
+    (ax,) = fig.axes
+    persistent, other = ax.lines
+    assert list(persistent.get_xdata()) == [1, 2, 3]
+    assert list(persistent.get_ydata()) == [0.3, 0.15, 0.16]
+    assert list(other.get_ydata()) == [0.45, 0.44, 0.46]
+    with pytest.raises(ValueError):
+        plots.epoch_seconds_figure({"bad": [0.0]})
+
+
+def test_timeline_figure_one_panel_per_run_one_row_per_actor():
+    panels = {
+        "0 workers": {"main loads": [(0.0, 8.0), (10.0, 18.0)], "main computes": [(8.0, 10.0), (18.0, 20.0)]},
+        "2 workers": {"worker 0 loads": [(0.0, 8.0)], "worker 1 loads": [(0.0, 8.0)], "main computes": [(8.0, 10.0)]},
+    }
+    fig = plots.timeline_figure(panels, title="pipeline")
+    top, bottom = fig.axes
+    assert [t.get_text() for t in top.get_yticklabels()] == ["main loads", "main computes"]
+    assert [t.get_text() for t in bottom.get_yticklabels()] == ["worker 0 loads", "worker 1 loads", "main computes"]
+    loads = top.collections[0]  # broken_barh: one collection per row, one rectangle per span
+    assert len(loads.get_paths()) == 2
+    computes_top, computes_bottom = top.collections[1], bottom.collections[2]
+    assert (computes_top.get_facecolor() == computes_bottom.get_facecolor()).all()  # one color per actor everywhere
+    with pytest.raises(ValueError):
+        plots.timeline_figure({"bad": {"row": [(2.0, 1.0)]}})
+    with pytest.raises(ValueError):
+        plots.timeline_figure({})
+
+
+def test_h2d_bandwidth_figure_draws_series_in_gb_per_s_and_ceilings():
+    sizes = [2**10, 2**20, 2**28]
+    fig = plots.h2d_bandwidth_figure(sizes, {"pinned": [1e9, 20e9, 25e9], "pageable": [0.5e9, 8e9, 10e9]},
+                                     ceilings={"PCIe 4.0 x16": 31.5e9})
+    (ax,) = fig.axes
+    pinned, pageable, ceiling = ax.lines
+    assert list(pinned.get_xdata()) == sizes
+    assert list(pinned.get_ydata()) == [1.0, 20.0, 25.0]
+    assert list(ceiling.get_ydata()) == [31.5, 31.5]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    with pytest.raises(ValueError):
+        plots.h2d_bandwidth_figure(sizes, {"pinned": [1e9, 0.0, 1e9]})
