@@ -251,11 +251,6 @@ def _train(cfg: ModelConfig, args: argparse.Namespace) -> Result:
     return {key: value for key, value in summary.items() if not isinstance(value, list)}  # lists shown above
 
 
-MODEL_COMMANDS = {"params": _params, "flops": _flops, "memory": _memory, "kv-cache": _kv_cache}
-MODEL_COMMANDS["train"] = _train
-COMMANDS = {"roofline": _roofline}  # commands that take no model
-
-
 # --- h2d (notebook 06) ------------------------------------------------------------------------
 
 
@@ -285,7 +280,8 @@ def _h2d(args: argparse.Namespace) -> Result:
     }
 
 
-COMMANDS["h2d"] = _h2d
+MODEL_COMMANDS = {"params": _params, "flops": _flops, "memory": _memory, "kv-cache": _kv_cache, "train": _train}
+COMMANDS = {"roofline": _roofline, "h2d": _h2d}  # commands that take no model
 
 
 def _rows(result: Mapping[str, object], prefix: str = "") -> list[tuple[str, object]]:
