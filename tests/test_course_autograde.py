@@ -141,7 +141,7 @@ def test_killed_run_is_found_and_repaired_at_the_next_start(course: Course) -> N
     submit(course, {"honest": RIGHT})
     report = autograde(course, [ASSIGNMENT], sandboxed=False, students=["honest"], cell_timeout_s=60)
     (note,) = [n for n in report.notes if "was killed before it ended" in n]
-    assert "restored 1 files it had kept (nbgrader_config.py)" in note
+    assert "restored 1 file it had kept (nbgrader_config.py)" in note
     assert f"it had not finished grading edit-and-kill/{ASSIGNMENT}: grade them again" in note
     assert (course.root / "nbgrader_config.py").read_bytes() == config
     (aside,) = (course.root / "logs" / "autograde").glob("interrupted-*/nbgrader_config.py")

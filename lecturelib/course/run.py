@@ -30,13 +30,22 @@ from lecturelib.course.preprocessors import SANDBOX_ENV
 PRIVATE_PREFIX = "lecturelib-autograde-"  # + pid + "-": the run's private folder in the temporary folder
 
 
-def course_files(course: Course) -> list[Path]:
-    """What no grading may change: the course's configuration, masters, release and grading code."""
+def _lecturelib() -> Path:
     import lecturelib
 
-    roots = [course.source, course.release, Path(lecturelib.__file__).parent]
+    return Path(lecturelib.__file__).parent
+
+
+def course_files(course: Course) -> list[Path]:
+    """What no grading may change: the course's configuration, masters, release and grading code."""
+    roots = [course.source, course.release, _lecturelib()]
     return [course.root / "nbgrader_config.py"] + [p for r in roots if r.is_dir() for p in sorted(r.rglob("*"))
                                                    if p.is_file() and "__pycache__" not in p.parts]
+
+
+def _kept_roots(course: Course) -> dict[str, Path]:
+    """Where each group of kept files lives: the course root, and lecturelib (which may be elsewhere)."""
+    return {"course": course.root, "lecturelib": _lecturelib()}
 
 
 def _copy_files(paths: list[Path], base: Path, dest: Path) -> None:
@@ -134,15 +143,13 @@ class Run:
 
     def _save_state(self) -> None:
         shutil.rmtree(self.state, ignore_errors=True)
-        (self.state / "files").mkdir(parents=True)
-        _copy_files(course_files(self.course), self._files_base(), self.state / "files")
+        roots = _kept_roots(self.course)
+        for p in course_files(self.course):
+            group = "lecturelib" if p.is_relative_to(roots["lecturelib"]) else "course"
+            _copy_files([p], roots[group], self.state / "files" / group)
         if self.course.submitted.is_dir():
             shutil.copytree(self.course.submitted, self.state / "submitted")
         self._write({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "running": [], "done": []})
-
-    def _files_base(self) -> Path:
-        """The folder the kept course files are relative to: the course root, or above it when lecturelib is elsewhere."""
-        return Path(os.path.commonpath([str(self.course.root), *(str(p) for p in course_files(self.course))]))
 
     def _write(self, state: dict[str, Any]) -> None:
         tmp = self.state / "state.json.tmp"
@@ -168,24 +175,27 @@ class Run:
         state = self._read()
         aside = self.logs / f"interrupted-{time.strftime('%Y%m%d-%H%M%S')}"
         restored = []
-        for kept_root, live_root in ((self.state / "files", self._files_base()),
-                                     (self.state / "submitted", self.course.submitted)):
+        roots = _kept_roots(self.course)
+        for prefix, kept_root, live_root in (("", self.state / "files" / "course", roots["course"]),
+                                             ("lecturelib/", self.state / "files" / "lecturelib", roots["lecturelib"]),
+                                             ("submitted/", self.state / "submitted", self.course.submitted)):
             if not kept_root.is_dir():
                 continue
             for kept in sorted(p for p in kept_root.rglob("*") if p.is_file()):
                 live = live_root / kept.relative_to(kept_root)
                 if live.is_file() and filecmp.cmp(kept, live, shallow=False):
                     continue
+                name = prefix + str(kept.relative_to(kept_root))
                 if live.exists():
-                    (aside / live.relative_to(live_root)).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.move(str(live), aside / live.relative_to(live_root))
+                    (aside / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(live), aside / name)
                 live.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(kept, live)
-                restored.append(str(live.relative_to(live_root)))
+                restored.append(name)
         shutil.rmtree(self.state, ignore_errors=True)
         note = f"the autograde run started {state['started']} (pid {state['pid']}) was killed before it ended"
         if restored:
-            note += (f": restored {len(restored)} files it had kept ({', '.join(restored[:5])}"
+            note += (f": restored {len(restored)} file{'s' if len(restored) != 1 else ''} it had kept ({', '.join(restored[:5])}"
                      f"{', ...' if len(restored) > 5 else ''}); what was there is in {aside.relative_to(self.course.root)}")
         unfinished = state.get("running", [])
         if unfinished:

@@ -27,7 +27,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -286,7 +285,12 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
         except (ValueError, KeyError):
             child = 0
     _note(state, "pids", f"{os.getpid()} {proc.pid} {child}\n")
-    while proc.poll() is None:
+    while True:
+        try:
+            code = proc.wait(timeout=POLL_S)  # returns the moment the sandbox ends
+            break
+        except subprocess.TimeoutExpired:
+            pass
         if child and count_tasks(child) > config.limits.tasks:
             _note(state, "reason", f"it started more than {config.limits.tasks} processes and threads")
             proc.kill()  # bwrap; --die-with-parent takes the sandbox's first process, and so every process in it
@@ -294,9 +298,8 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
                 os.kill(child, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            code = proc.wait()
             break
-        time.sleep(POLL_S)
-    code = proc.wait()
     os.close(read)  # only now: bwrap writes its exit status there last, and would die of SIGPIPE
     if not (state and os.path.exists(os.path.join(state, "reason"))):
         _note(state, "reason", _exit_reason(code, config.limits))
