@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--student", action="append", dest="students", metavar="ID", help="only this student (repeatable)")
     p.add_argument("--timeout", type=float, default=SUBMISSION_TIMEOUT_S, help="seconds one submission may take")
     p.add_argument("--cell-timeout", type=int, help="seconds one cell may take (default: nbgrader_config.py's)")
-    p.add_argument("--memory-limit", type=float, default=Limits.memory_bytes / GIB, metavar="GIB",
+    p.add_argument("--memory-limit", type=float, default=Limits().memory_bytes / GIB, metavar="GIB",
                    help="memory each process of a kernel's sandbox may allocate, in GiB (default %(default)g)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="grade without the bubblewrap sandbox (where it cannot run): kernels then run with your rights")

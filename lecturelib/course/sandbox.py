@@ -27,8 +27,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 KERNEL_NAME = "lecturelib-sandbox"
 HOME = "/home/student"  # the kernel's HOME inside the sandbox (a tmpfs)
@@ -45,8 +45,7 @@ PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "OMP_NUM
 STATE_ENV = "LECTURELIB_SANDBOX_STATE"  # a folder outside the sandbox where the supervisor leaves pids and reasons
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """What one graded kernel may use. Memory and CPU are per process; tasks count processes and threads."""
 
     memory_bytes: int = 8 * GIB  # RLIMIT_DATA per process: a small GPT training step needs ~2.3 GiB
@@ -56,20 +55,22 @@ class Limits:
     tmpfs_bytes: int = 1 * GIB  # each of HOME, /tmp and /dev/shm (memory the kernel writes there)
 
 
-@dataclass
-class Config:
-    """Everything the supervisor needs, written by `autograde` once per run (outside any sandbox)."""
+class Config(NamedTuple):
+    """Everything the supervisor needs, written by `autograde` once per run (outside any sandbox).
+
+    (NamedTuples, not dataclasses: the supervisor starts before every kernel, and dataclasses import inspect.)
+    """
 
     python: str  # the kernel's interpreter (the venv's)
     read_only: list[str]  # host folders bound read-only at the same path (Python, venv, lecturelib)
     etc: str  # a folder holding the passwd and group files of the sandbox
-    env: dict[str, str] = field(default_factory=dict)  # set in the kernel (quick mode, warnings)
-    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = {}  # set in the kernel (quick mode, warnings)
+    limits: Limits = Limits()
     mpl_cache: str = ""  # matplotlib's font list, built once per run, copied into each sandbox
-    features: list[str] = field(default_factory=list)  # optional bwrap options this bwrap knows
+    features: list[str] = []  # optional bwrap options this bwrap knows
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=1))
+        path.write_text(json.dumps({**self._asdict(), "limits": self.limits._asdict()}, indent=1))
 
     @classmethod
     def read(cls, path: str) -> Config:
@@ -320,9 +321,56 @@ def _exit_reason(code: int, limits: Limits) -> str:
     return known.get(signum, f"it was killed by {name}")
 
 
+def bench(n: int) -> str:
+    """What the sandbox costs a kernel: start one, run a cell, shut it down, `n` times each with and without
+    the sandbox (both over IPC, alternating); the medians, and the sandbox's one-off set-up per run."""
+    import statistics
+    import tempfile
+    import time
+
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
+
+    private = Path(tempfile.mkdtemp(prefix="lecturelib-bench-"))
+    try:
+        start = time.perf_counter()
+        config = write_config(private / "sandbox", limits=Limits(), env={}, hidden=[Path.cwd()])
+        write_kernelspec(private / "jupyter", config)
+        setup_s = time.perf_counter() - start
+        os.environ["JUPYTER_PATH"] = str(private / "jupyter")
+
+        def once(name: str) -> float:
+            folder = Path(tempfile.mkdtemp(dir=private))
+            connection = str(folder / "kernel.json")
+            km = AsyncKernelManager(kernel_name=name, transport="ipc", connection_file=connection,
+                                    ip=connection[: -len(".json")] + "-ipc")
+            start = time.perf_counter()
+            run_sync(km.start_kernel)(cwd=str(folder))
+            kc = km.client()
+            kc.start_channels()
+            run_sync(kc.wait_for_ready)(timeout=120)
+            run_sync(kc.execute_interactive)("1 + 1", timeout=120, output_hook=lambda msg: None)
+            kc.stop_channels()
+            run_sync(km.shutdown_kernel)()
+            return time.perf_counter() - start
+
+        times: dict[str, list[float]] = {"python3": [], KERNEL_NAME: []}
+        for _ in range(n):
+            for name in times:
+                times[name].append(once(name))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    plain, boxed = (statistics.median(times[k]) for k in ("python3", KERNEL_NAME))
+    return (f"kernel start + one cell + shutdown, median of {n}: {plain:.2f} s without the sandbox, {boxed:.2f} s in it "
+            f"({boxed - plain:+.2f} s a kernel); once a run: {setup_s:.2f} s (configuration, matplotlib's font list)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The kernelspec's command: CONFIG CONNECTION_FILE [KERNEL ARGS...]."""
+    """The kernelspec's command: CONFIG CONNECTION_FILE [KERNEL ARGS...]; or --bench [N]."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--bench"]:
+        print(bench(int(args[1]) if len(args) > 1 else 10))
+        return 0
     if len(args) < 2:
         print("usage: python -I -m lecturelib.course.sandbox CONFIG CONNECTION_FILE [KERNEL ARGS]", file=sys.stderr)
         return 2
@@ -365,7 +413,7 @@ def write_config(folder: Path, *, limits: Limits, env: dict[str, str], hidden: l
     # once per run, in a sandbox (so its font paths are the ones a kernel sees); each kernel would build it otherwise
     supervise(config, [config.python, "-c", "import matplotlib.font_manager"], writable=[str(mpl)], files={},
               env={"MPLCONFIGDIR": str(mpl)})
-    config.mpl_cache = str(mpl)
+    config = config._replace(mpl_cache=str(mpl))
     path = folder / "sandbox.json"
     config.write(path)
     return path
