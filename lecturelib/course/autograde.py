@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -13,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbgrader.api import Gradebook
@@ -170,14 +172,17 @@ def _grade_one(course: Course, run: Run, student: str, assignment: str, timeout_
     return out
 
 
+_PRCTL: Any = None  # prctl, resolved here and not in the child: the child of a threaded process must not import
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    pass
+
+
 def _die_with_parent() -> None:
     """In nbgrader's process: die (SIGKILL) with the autograde process, so a killed run leaves no grading behind."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _ensure_gradebook(course: Course, assignments: list[str]) -> list[str]:
