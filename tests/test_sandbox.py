@@ -170,3 +170,22 @@ def test_sandbox_copies_data_files_into_its_working_folder(config: sandbox.Confi
                     files=files)
     assert code == 0 and out.strip().splitlines()[-1] == "1,2"
     assert (tmp_path / "data.csv").read_text() == "1,2\n"  # the original is untouched
+
+
+@needs_sandbox
+def test_sandbox_stops_filling_the_host_folder_it_shares(config: sandbox.Config, capfd: pytest.CaptureFixture[str],
+                                                         tmp_path: Path) -> None:
+    """Its sockets' folder is the one host folder it may write: more than 16 MiB there ends it (and is removed)."""
+    shared, state = tmp_path / "sockets", tmp_path / "state"
+    shared.mkdir()
+    state.mkdir()
+    capfd.readouterr()
+    code = sandbox.supervise(config, [config.python, "-c", f"""
+import time
+with open({str(shared / "fill")!r}, "wb") as f:
+    f.write(b"x" * (32 << 20))
+    f.flush()
+time.sleep(600)
+"""], writable=[str(shared)], files={}, state=str(state))
+    assert code != 0
+    assert (state / "reason").read_text() == "it wrote more than 16 MiB into the folder of its sockets"

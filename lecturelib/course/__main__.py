@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from lecturelib.course.audit import audit, format_findings
-from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table
+from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
 from lecturelib.course.build import build, check
 from lecturelib.course.feedback import feedback
 from lecturelib.course.layout import Course, find_root, repair_gradebook, scripts_on_path
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(format_table(report.outcomes) if report.outcomes else "no submissions in submitted/")
         for note in report.notes:
-            print(note)
+            print(printable(note))
         return 1 if any(o.problems for o in report.outcomes) else 0
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))

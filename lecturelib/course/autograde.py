@@ -265,7 +265,9 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     if not pairs:
         return Report([])
     check_sandbox(sandboxed)
-    with Run(course, sandboxed=sandboxed, limits=limits or sandbox.Limits()) as run:
+    # CPU time per process: what all cores could use in the submission's time, a backstop only
+    limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
+    with Run(course, sandboxed=sandboxed, limits=limits) as run:
         notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}))
         if not sandboxed:
             notes.append(f"graded with --no-sandbox: {NO_SANDBOX_RISK}")
@@ -312,11 +314,17 @@ def score_text(o: Outcome) -> str:
     return text
 
 
+def printable(text: str) -> str:
+    """Text safe for a terminal: a student's folder name or exception message cannot send escape sequences."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def format_table(outcomes: list[Outcome]) -> str:
     """The summary an instructor reads: one row a submission, then what waits for manual grading."""
     rows = [("student", "assignment", "score", "seconds", "problems")]
     for o in outcomes:
-        rows.append((o.student, o.assignment, score_text(o), f"{o.seconds:.1f}", "; ".join(o.problems + o.notes) or "-"))
+        rows.append((printable(o.student), printable(o.assignment), score_text(o), f"{o.seconds:.1f}",
+                     printable("; ".join(o.problems + o.notes)) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
     graded = [o for o in outcomes if o.graded]

@@ -53,6 +53,7 @@ class Limits(NamedTuple):
     cpu_s: int = 4 * 3600  # RLIMIT_CPU per process, a backstop far above any cell timeout (all threads count)
     file_bytes: int = 4 * GIB  # RLIMIT_FSIZE: the largest file it may write
     tmpfs_bytes: int = 1 * GIB  # each of HOME, /tmp and /dev/shm (memory the kernel writes there)
+    shared_bytes: int = 16 * 2**20  # what it may write into the host folder it shares (its sockets' folder)
 
 
 class Config(NamedTuple):
@@ -232,6 +233,18 @@ def count_tasks(pid: int) -> int:
     return total
 
 
+def folder_bytes(path: str) -> int:
+    """Disk space used under `path` (the host folder a sandbox shares: a few sockets), links not followed."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
 def _note(state: str, name: str, text: str) -> None:
     if state:
         try:
@@ -292,8 +305,13 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
             break
         except subprocess.TimeoutExpired:
             pass
+        too_much = ""
         if child and count_tasks(child) > config.limits.tasks:
-            _note(state, "reason", f"it started more than {config.limits.tasks} processes and threads")
+            too_much = f"it started more than {config.limits.tasks} processes and threads"
+        elif sum(folder_bytes(path) for path in writable) > config.limits.shared_bytes:
+            too_much = f"it wrote more than {config.limits.shared_bytes // 2**20} MiB into the folder of its sockets"
+        if too_much:
+            _note(state, "reason", too_much)
             proc.kill()  # bwrap; --die-with-parent takes the sandbox's first process, and so every process in it
             try:
                 os.kill(child, signal.SIGKILL)
