@@ -135,9 +135,9 @@ def test_killed_run_is_found_and_repaired_at_the_next_start(course: Course) -> N
     """A submission (no sandbox) edits nbgrader_config.py and kills autograde: the next run restores the file."""
     config = (course.root / "nbgrader_config.py").read_bytes()
     submit(course, {"edit-and-kill": RIGHT + "\n" + EDIT_AND_KILL})
-    killed = subprocess.run([sys.executable, "-m", "lecturelib.course", "autograde", "--no-sandbox"],
-                            cwd=course.root, capture_output=True, text=True, timeout=600)
-    assert killed.returncode == -9 and (course.root / "nbgrader_config.py").read_bytes() != config
+    killed = subprocess.Popen([sys.executable, "-m", "lecturelib.course", "autograde", "--no-sandbox"],
+                              cwd=course.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert killed.wait(timeout=600) == -9 and (course.root / "nbgrader_config.py").read_bytes() != config
     submit(course, {"honest": RIGHT})
     report = autograde(course, [ASSIGNMENT], sandboxed=False, students=["honest"], cell_timeout_s=60)
     (note,) = [n for n in report.notes if "was killed before it ended" in n]
@@ -147,8 +147,9 @@ def test_killed_run_is_found_and_repaired_at_the_next_start(course: Course) -> N
     (aside,) = (course.root / "logs" / "autograde").glob("interrupted-*/nbgrader_config.py")
     assert b"changed by a submission" in aside.read_bytes()
     assert scores(report) == {"honest": 2.0}
-    time.sleep(1)  # the killed run's nbgrader and kernel died with it (PR_SET_PDEATHSIG)
-    assert not [p for p in os.listdir("/proc") if p.isdigit() and str(course.root).encode() in _cmdline(p)]
+    time.sleep(2)  # the killed run's nbgrader died with it (PR_SET_PDEATHSIG), and its kernel with nbgrader
+    private = f"lecturelib-autograde-{killed.pid}-".encode()
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and (private in _cmdline(p) or _cwd(p) == course.root)]
 
 
 def _cmdline(pid: str) -> bytes:
@@ -156,6 +157,13 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def _cwd(pid: str) -> Path | None:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None
 
 
 @needs_sandbox
