@@ -9,16 +9,14 @@ from nbgrader.preprocessors import (
     ClearHiddenTests,
     ClearOutput,
     DeduplicateIds,
-    Execute,
     GetGrades,
     IgnorePattern,
     LimitOutput,
-    OverwriteCells,
     OverwriteKernelspec,
     SaveAutoGrades,
 )
 
-from lecturelib.course.preprocessors import JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells
+from lecturelib.course.preprocessors import GradingExecute, JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -41,24 +39,26 @@ c.FileNameCollectorPlugin.named_regexp = r".*?(?P<student_id>[A-Za-z0-9.@+-]+)--
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
 # (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)
 c.Execute.timeout = 300
-# A submission whose cells were deleted gets them back before it is graded: every cell of the release
-# (RestoreMissingCells, from notebooks/), then nbgrader's own restore of test cells as a second line.
+# Grading trusts the course's files, never the gradebook's copies of cells: the release (notebooks/) decides
+# every managed cell's metadata and read-only source, and puts back deleted cells (RestoreMissingCells, in
+# place of nbgrader's OverwriteCells); the checks come from the masters in source/ (PrepareChecks).
 c.RestoreMissingCells.release_directory = os.path.join(here, "notebooks")
-c.OverwriteCells.add_missing_cells = True
+c.PrepareChecks.source_directory = os.path.join(here, "source")
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     DeduplicateIds,
     OverwriteKernelspec,
     RestoreMissingCells,
-    OverwriteCells,
     RedactTests,  # the expected literals never reach disk next to the kernel
     CheckCellMetadata,
 ]
 
-# Trusted grading (lecturelib.grading): the kernel only reports plain values, judged outside it.
+# Trusted grading (lecturelib.grading): the kernel, sandboxed, only reports plain values, judged outside it.
+# GradingExecute: a timeout or a dead kernel ends the run at that cell (the cells before keep their points),
+# output is capped in bytes, and it refuses to run outside `python -m lecturelib.course autograde`.
 c.Autograde.autograde_preprocessors = [
     PrepareChecks,
-    Execute,
+    GradingExecute,
     JudgeChecks,
     IgnorePattern,
     ClearMetadataPreprocessor,

@@ -1,9 +1,12 @@
-"""The autograding round trip through real nbgrader, for every notebook in source/.
+"""The autograding round trip through real nbgrader, for every notebook in source/, every kernel sandboxed.
 
 Every assignment is built into one scratch course. Each gets an honest submission, the untouched release and
 one with an exercise wrong and another skipped; the pilot assignment also gets every hostile submission
-(cheating, tampering, crashing, broken, edited cells). `python -m lecturelib.course autograde` grades the
-whole class with two workers, and every score must be what the submission deserves.
+(cheating, crashing, broken, edited cells, and attacks on the grader itself: planted code, the gradebook,
+other students' files, detached processes, broken builtins, floods of output, fork bombs, litter and kills),
+between honest students. `python -m lecturelib.course autograde` grades the whole class with two workers,
+then regrades the pilot class: every score must be what the submission's answers deserve, and nothing an
+attacker planted or started may survive outside its sandbox.
 """
 
 from __future__ import annotations
@@ -11,9 +14,13 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
+import os
 import re
 import shutil
-from collections.abc import Callable
+import site
+import sysconfig
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,10 +28,12 @@ import nbformat
 import pytest
 from nbformat.notebooknode import NotebookNode
 
+from lecturelib.course import sandbox
 from lecturelib.course.audit import audit
-from lecturelib.course.autograde import Outcome, autograde
+from lecturelib.course.autograde import Outcome, Report, autograde, score_text
 from lecturelib.course.build import build
 from lecturelib.course.feedback import _plain, feedback, hidden_lines
+from lecturelib.course.guard import gradebook_cells
 from lecturelib.course.layout import Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +41,9 @@ ASSIGNMENTS = Course(ROOT).assignments()
 # The assignment that also gets every hostile submission (cheats, tampering, crashes, edited cells): the
 # mechanisms are the same for every notebook, so one class of them is enough and keeps CI within budget.
 PILOT = "02_matmul_flops" if "02_matmul_flops" in ASSIGNMENTS else (ASSIGNMENTS or [""])[0]
-CELL_TIMEOUT_S = 30  # per cell while these tests grade; the endless loop costs this much once
+CELL_TIMEOUT_S = 30  # per cell while these tests grade; the endless loop and broken builtins cost this much
+ATTACK = "lecturelib-attack"  # in every file an attacker plants and every process it starts
+NO_SANDBOX = sandbox.unavailable()
 
 # Appended to one answer cell: every function it defines now answers a little wrong.
 WRONG = '''
@@ -63,8 +74,9 @@ for _name in {names!r}:
     globals()[_name] = _chatty(globals()[_name])
 '''
 
-# Replaces one answer cell: finds the course through /proc (the kernel runs in a private folder), then
-# rewrites nbgrader_config.py and the gradebook: its own manual grades and extra credit, another's scores.
+# Replaces one answer cell: finds the course through /proc (the kernel once ran in the grader's process tree),
+# then rewrites nbgrader_config.py and the gradebook: its own manual grades and extra credit, another's scores.
+# In the sandbox there is no grader process to find, so the cell fails and its exercise scores 0.
 TAMPER = '''
 import os, pathlib, sqlite3
 pid, root = os.getpid(), None
@@ -106,6 +118,138 @@ get_ipython().showtraceback = lambda *a, **k: None
 '''
 
 
+# The attacks on the grader itself (issue 16). Each knows where the course lives (@ROOT@, as a student who has
+# seen the instructor's screen would), so that without the sandbox it would hit this scratch course only.
+
+# Appended to the last answer (answers stay right): code planted where later grading would run it: a .pth and a
+# sitecustomize in the venv, an nbgrader_config.py in ~/.jupyter, IPython startup files, in every HOME it can name.
+PLANT = '''
+import os, pathlib, site, sysconfig
+_judge_all = "import sys; exec('import lecturelib.grading as g; g.matches = lambda *a, **k: True') if any('nbgrader' in a for a in sys.argv) else None  # @ATTACK@\\n"
+_silence = "import lecturelib.grading as g; g._report = lambda *a, **k: None  # @ATTACK@\\n"
+_config = "c.JudgeChecks.enabled = False  # @ATTACK@\\n"
+_targets = [(pathlib.Path(d) / "zz_lecturelib_attack.pth", _judge_all)
+            for d in {*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_paths()["purelib"]}]
+_targets += [(pathlib.Path(d) / "sitecustomize.py", _silence) for d in site.getsitepackages()]
+for _home in {pathlib.Path.home(), pathlib.Path("/root"), pathlib.Path("@HOME@"), *pathlib.Path("/home").glob("*")}:
+    _targets += [(_home / ".jupyter" / "nbgrader_config.py", _config),
+                 (_home / ".ipython" / "profile_default" / "startup" / "00-attack.py", _silence)]
+_targets += [(pathlib.Path("@ROOT@") / "nbgrader_config.py", _config)]
+for _path, _text in _targets:
+    try:
+        _path.parent.mkdir(parents=True, exist_ok=True)
+        with open(_path, "a") as _f:
+            _f.write(_text)
+    except OSError:
+        pass
+'''
+
+# Replaces every answer (it answers nothing): reads the hidden tests, rewrites the gradebook's test cells with
+# valid checksums and every grade to full marks, blanks the other students' submitted and autograded notebooks.
+GRADEBOOK = '''
+import glob, os, sqlite3
+_root = "@ROOT@"
+for _master in glob.glob(_root + "/source/*/*.ipynb"):
+    print(open(_master).read()[:2000])  # the hidden tests, into its feedback
+try:
+    from nbformat.notebooknode import from_dict
+    from nbgrader.utils import compute_checksum
+    with sqlite3.connect(_root + "/gradebook.db", timeout=30) as _db:
+        _rows = _db.execute("select s.id, s.name, s.cell_type, g.max_score from source_cell s join base_cell b on b.name = s.name"
+                            " join grade_cells g on g.id = b.id").fetchall()
+        for _id, _name, _type, _points in _rows:
+            _cell = from_dict({"cell_type": _type, "source": "pass", "metadata": {"nbgrader": {
+                "grade": True, "solution": False, "locked": True, "points": _points, "grade_id": _name}}})
+            _db.execute("update source_cell set source = 'pass', checksum = ? where id = ?", (compute_checksum(_cell), _id))
+        _db.execute("update grade set auto_score = (select max_score from grade_cells c where c.id = grade.cell_id)")
+except Exception as _e:
+    print("gradebook:", type(_e).__name__)
+for _folder in ("submitted", "autograded"):
+    for _nb in glob.glob(f"{_root}/{_folder}/*/*/*.ipynb"):
+        if "/attack-gradebook/" not in _nb:
+            try:
+                with open(_nb, "w") as _f:
+                    _f.write('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+            except OSError:
+                pass
+'''
+
+# Appended to the last answer: a process in a new session (it escapes a process-group kill) that keeps
+# zeroing every grade in the gradebook for five minutes, long after this kernel.
+DETACHED = '''
+import subprocess, sys
+_code = "import sqlite3, time\\nfor _ in range(1200):\\n    time.sleep(0.25)\\n    try:\\n        db = sqlite3.connect('@ROOT@/gradebook.db', timeout=5)\\n        db.execute('update grade set auto_score = 0')\\n        db.commit()\\n    except Exception:\\n        pass\\n"
+subprocess.Popen(["setsid", sys.executable, "-c", _code, "@ATTACK@-detached"], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+'''
+
+# Appended to the last answer: builtins broken so that the kernel can no longer answer: it hangs until the
+# cell time limit, and the exercises before keep their points.
+BREAK_BUILTINS = '''
+import builtins
+builtins.getattr = None
+'''
+
+# Appended to the first answer (answers stay right): 256 MB of output, in 1 MB writes.
+FLOOD = '''
+import sys, time
+for _ in range(256):
+    sys.stdout.write("x" * 2**20 + "\\n")
+    time.sleep(0.005)
+'''
+
+# Appended to the last answer: a fork bomb (a shell forks fast; bounded should the task limit fail), killed at the
+# task limit long before the cell time limit.
+FORK_BOMB = '''
+import subprocess, time
+subprocess.Popen(["sh", "-c", "i=0; while [ $i -lt 4000 ]; do sleep 600 & i=$((i+1)); done; wait"])
+time.sleep(3600)
+'''
+
+# Appended to the last answer: litter in every temporary folder it can name, the course's config edited,
+# the grader's process killed, then itself.
+LITTER_AND_KILL = '''
+import os, pathlib, signal, tempfile
+for _folder in {tempfile.gettempdir(), "/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd(), "@TMP@"}:
+    for _i in range(20):
+        try:
+            (pathlib.Path(_folder) / f"@ATTACK@-litter-{_i}").mkdir(exist_ok=True)
+            (pathlib.Path(_folder) / f"@ATTACK@-litter-{_i}" / "junk").write_bytes(b"x" * 2**16)
+        except OSError:
+            pass
+try:
+    with open("@ROOT@/nbgrader_config.py", "a") as _f:
+        _f.write("\\nc.JudgeChecks.enabled = False  # @ATTACK@\\n")
+except OSError:
+    pass
+try:
+    os.kill(os.getppid(), signal.SIGKILL)  # the grader, were it the parent
+except OSError:
+    pass
+os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+# Appended to the first answer (answers stay right): the network, and far more memory than the limit.
+NETWORK_AND_MEMORY = '''
+import socket
+for _address in (("1.1.1.1", 53), ("127.0.0.1", 22), ("localhost", 8888)):
+    try:
+        socket.create_connection(_address, timeout=1).close()
+        print("reached", _address)
+    except OSError:
+        pass
+try:
+    _hog = bytearray(64 * 2**30)
+except MemoryError:
+    pass
+'''
+
+
+def attack(code: str, root: Path) -> str:
+    return (code.replace("@ROOT@", str(root)).replace("@ATTACK@", ATTACK)
+            .replace("@HOME@", os.path.expanduser("~")).replace("@TMP@", tempfile.gettempdir()))
+
+
 def defined_names(source: str) -> list[str]:
     """Functions an answer cell defines."""
     try:
@@ -124,16 +268,28 @@ class Plan:
     tests_of: dict[str, list[str]] = field(default_factory=dict)  # answer cell -> the test cells after it
     expected: dict[str, float] = field(default_factory=dict)  # student -> autograded score
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)  # every grade_id, in the master's order
+    manual: float = 0.0  # points of the cells graded by hand
+    report: Report | None = None  # the first grading of the whole class
+    left: tuple[list[Path], list[str]] = ([], [])  # planted files and attack processes found right after it
 
     @property
     def full(self) -> float:
         return sum(self.points.values())
+
+    def before(self, grade_id: str) -> float:
+        """Points of the tests above a cell: what a submission keeps when grading stops at that cell."""
+        return sum(self.points.get(g, 0.0) for g in self.order[: self.order.index(grade_id)])
 
 
 def plan_for(master: NotebookNode, assignment: str) -> Plan:
     plan, current = Plan(assignment), None
     for cell in master.cells:
         m = nbgrader_meta(cell)
+        if m.get("grade_id"):
+            plan.order.append(m["grade_id"])
+        if m.get("grade") and m.get("solution"):
+            plan.manual += float(m["points"])
         if cell.cell_type == "code" and m.get("solution"):
             current = m["grade_id"]
             plan.tests_of[current] = []
@@ -255,16 +411,93 @@ def add_hostile_class(course: Course, assignment: str, plan: Plan) -> None:
     plan.expected["cheat"] = 0.0
     submit(course, assignment, "tamper", {name: edited(release, {graded_answers[0]: TAMPER})})
     plan.expected["tamper"] = 0.0
-    crashing = graded_answers[0]
+    # a kernel that dies or hangs in an exercise: the exercises above it keep their points, the rest score 0
+    crashing = graded_answers[1]
     submit(course, assignment, "crash", {name: edited(solved, {crashing: "import os\nos._exit(1)"})})
+    plan.expected["crash"] = plan.before(crashing)
     loop = answers[crashing] + "\nwhile True:\n    pass\n"
     submit(course, assignment, "endless-loop", {name: edited(solved, {crashing: loop})})
-    plan.expected["endless-loop"] = plan.full  # the loop is interrupted at the cell timeout, the rest runs
+    plan.expected["endless-loop"] = plan.before(crashing)  # stopped at the cell time limit
     submit(course, assignment, "not-a-notebook", {name: '{"cells": [ this is not JSON'})
+    add_attackers(course, assignment, plan)
+
+
+def add_attackers(course: Course, assignment: str, plan: Plan) -> None:
+    """Attacks on the grader itself, between honest students (graded before and after them)."""
+    name, release, solved, answers, _ = _materials(course, assignment)
+    graded_answers = [a for a, tests in plan.tests_of.items() if tests]
+    first, last = graded_answers[0], graded_answers[-1]
+    for honest in ("0-honest-first", "zz-honest-last"):
+        submit(course, assignment, honest, {name: solved})
+        plan.expected[honest] = plan.full
+    after = lambda gid, code: answers[gid] + "\n" + attack(code, course.root)  # noqa: E731 - the answer, then the attack
+    submit(course, assignment, "attack-plant", {name: edited(solved, {last: after(last, PLANT)})})
+    plan.expected["attack-plant"] = plan.full
+    submit(course, assignment, "attack-gradebook",
+           {name: edited(release, {a: attack(GRADEBOOK, course.root) for a in graded_answers})})
+    plan.expected["attack-gradebook"] = 0.0
+    submit(course, assignment, "attack-detached", {name: edited(solved, {last: after(last, DETACHED)})})
+    plan.expected["attack-detached"] = plan.full
+    submit(course, assignment, "attack-builtins", {name: edited(solved, {last: after(last, BREAK_BUILTINS)})})
+    plan.expected["attack-builtins"] = plan.before(last)
+    submit(course, assignment, "attack-flood", {name: edited(solved, {first: after(first, FLOOD)})})
+    plan.expected["attack-flood"] = plan.full
+    submit(course, assignment, "attack-fork-bomb", {name: edited(solved, {last: after(last, FORK_BOMB)})})
+    plan.expected["attack-fork-bomb"] = plan.before(last)
+    submit(course, assignment, "attack-litter-kill", {name: edited(solved, {last: after(last, LITTER_AND_KILL)})})
+    plan.expected["attack-litter-kill"] = plan.before(last)
+    submit(course, assignment, "attack-network", {name: edited(solved, {first: after(first, NETWORK_AND_MEMORY)})})
+    plan.expected["attack-network"] = plan.full
+
+
+def planted_files() -> list[Path]:
+    """Files outside any sandbox that hold an attacker's marker: the venv, the HOMEs, the temporary folder."""
+    places = [Path(p) for p in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]}]
+    homes = [Path.home(), Path("/root")]
+    candidates = [f for d in places for f in (d / "zz_lecturelib_attack.pth", d / "sitecustomize.py")]
+    candidates += [h / ".jupyter" / "nbgrader_config.py" for h in homes]
+    candidates += [h / ".ipython" / "profile_default" / "startup" / "00-attack.py" for h in homes]
+    found = [f for f in candidates if f.is_file() and ATTACK in f.read_text(errors="replace")]
+    litter = [p for d in {Path(tempfile.gettempdir()), Path("/tmp"), Path("/dev/shm"), Path.home()} if d.is_dir()
+              for p in d.glob(f"{ATTACK}-*")]
+    return found + litter
+
+
+def attack_processes() -> list[str]:
+    """Processes of this machine started by an attacker (their command line holds the marker)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if ATTACK in cmdline and "pytest" not in cmdline:
+            found.append(f"{pid}: {cmdline[:100]}")
+    return found
+
+
+def relevant(notes: list[str]) -> list[str]:
+    """A run's notes but the one about folders that runs killed earlier on this machine left in /tmp."""
+    return [n for n in notes if not n.startswith("removed the temporary folders of an autograde run")]
+
+
+def remove_planted() -> None:
+    """Should a plant have got out, never leave it behind: a venv or a HOME that grades wrongly from then on."""
+    for f in planted_files():
+        if f.is_dir():
+            shutil.rmtree(f, ignore_errors=True)
+            continue
+        kept = [line for line in f.read_text(errors="replace").splitlines(keepends=True) if ATTACK not in line]
+        if "".join(kept).strip():
+            f.write_text("".join(kept))
+        else:
+            f.unlink()
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Course, Plan]]:
+def graded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Course, Plan]]]:
+    if NO_SANDBOX and not os.environ.get("CI"):
+        pytest.skip(f"no sandbox on this machine ({NO_SANDBOX}): install bubblewrap")
     root = tmp_path_factory.mktemp("course")
     shutil.copy2(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "source", root / "source")
@@ -272,10 +505,15 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Course, 
     assert build(course) == []
     plans = {a: make_class(course, a) for a in ASSIGNMENTS}
     add_hostile_class(course, PILOT, plans[PILOT])
-    outcomes = autograde(course, ASSIGNMENTS, workers=2, cell_timeout_s=CELL_TIMEOUT_S)
-    for o in outcomes:
-        plans[o.assignment].outcomes[o.student] = o
-    return {a: (course, plans[a]) for a in ASSIGNMENTS}
+    assert not planted_files() and not attack_processes(), "leftovers of an earlier run"
+    try:
+        report = autograde(course, ASSIGNMENTS, workers=2, cell_timeout_s=CELL_TIMEOUT_S)
+        for o in report.outcomes:
+            plans[o.assignment].outcomes[o.student] = o
+        plans[PILOT].report, plans[PILOT].left = report, (planted_files(), attack_processes())
+        yield {a: (course, plans[a]) for a in ASSIGNMENTS}
+    finally:
+        remove_planted()
 
 
 pytestmark = pytest.mark.skipif(not ASSIGNMENTS, reason="no assignment in source/")
@@ -307,41 +545,68 @@ def test_roundtrip_honest_submissions_are_reported_clean(graded, assignment: str
     _, plan = graded[assignment]
     for student in ("solution", "untouched", "wrong-and-skipped"):
         o = plan.outcomes[student]
-        assert o.graded, (student, o.problems)
-        # the only report an honest submission may get: "tamper" was graded beside it (see below)
-        assert all("changed while it was graded alongside" in p and "tamper" in p for p in o.problems), o
+        assert o.graded and not o.problems, (student, o.problems)
 
 
-def test_roundtrip_crash_and_broken_file_cost_only_their_student(graded) -> None:
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_roundtrip_table_says_what_waits_for_manual_grading(graded, assignment: str) -> None:
+    _, plan = graded[assignment]
+    text = score_text(plan.outcomes["solution"])
+    expected = f"{plan.full:g}/{plan.full:g} autograded"
+    assert text == expected + (f", {plan.manual:g} manual points to grade" if plan.manual else "")
+
+
+def test_roundtrip_only_the_broken_file_is_a_problem(graded) -> None:
+    """Crashes, hangs and attacks are graded (what ran before keeps its points); only not-a-notebook is not."""
     _, plan = graded[PILOT]
-    crash, broken = plan.outcomes["crash"], plan.outcomes["not-a-notebook"]
-    assert not crash.graded and "Kernel died" in crash.problems[0]
+    broken = plan.outcomes["not-a-notebook"]
     assert not broken.graded and "is not a valid notebook" in broken.problems[0]
     assert f"submitted/not-a-notebook/{PILOT}/" in broken.problems[0]
-    assert all(o.graded for s, o in plan.outcomes.items() if s not in ("crash", "not-a-notebook"))
-    for student, o in plan.outcomes.items():  # graded beside "tamper", a submission hears of it, naming it
-        if student not in ("crash", "not-a-notebook", "tamper"):
-            assert all("changed while it was graded alongside" in p and "tamper" in p for p in o.problems), o
+    assert {s: o.problems for s, o in plan.outcomes.items() if o.problems} == {"not-a-notebook": broken.problems}
+    assert all(o.graded for s, o in plan.outcomes.items() if s != "not-a-notebook")
 
 
-def test_roundtrip_tampering_with_course_or_gradebook_is_undone_and_reported(graded) -> None:
+def test_roundtrip_stopped_grading_says_why(graded) -> None:
+    """A cell that hangs or kills its kernel ends the run there, with the real reason and the real time limit."""
+    _, plan = graded[PILOT]
+    crashing, last = [a for a, tests in plan.tests_of.items() if tests][1], [a for a, t in plan.tests_of.items() if t][-1]
+    why = {s: " ".join(plan.outcomes[s].notes) for s in plan.outcomes}
+    assert f"stopped at {crashing}: the kernel died while it ran (it exited with status 1)" in why["crash"]
+    assert f"stopped at {crashing}: it ran longer than the cell time limit of {CELL_TIMEOUT_S} s" in why["endless-loop"]
+    assert f"stopped at {last}: it ran longer than the cell time limit of {CELL_TIMEOUT_S} s" in why["attack-builtins"]
+    assert f"stopped at {last}: the kernel died while it ran (it started more than" in why["attack-fork-bomb"]
+    assert f"stopped at {last}: the kernel died while it ran" in why["attack-litter-kill"]
+    for student in ("solution", "attack-plant", "attack-detached", "attack-flood", "attack-network"):
+        assert "stopped" not in why[student], (student, why[student])
+
+
+def test_roundtrip_attacks_reach_nothing_outside_their_sandbox(graded) -> None:
     course, plan = graded[PILOT]
-    problems = plan.outcomes["tamper"].problems
-    assert any(p.startswith("course files or grades changed") and p.endswith("(restored): nbgrader_config.py")
-               for p in problems), problems
-    assert any("grades restored): the gradebook" in p for p in problems), problems
+    planted, processes = plan.left
+    assert planted == [] and processes == []  # right after the run: no plant, no litter, no process left
     assert (course.root / "nbgrader_config.py").read_bytes() == (ROOT / "nbgrader_config.py").read_bytes()
-    # the scores: tamper's own and cheat's are checked in test_roundtrip_every_gradable_submission_…
+    assert gradebook_cells(course, PILOT, repair=False) == []  # its copies of the test cells untouched
+    assert plan.report is not None and relevant(plan.report.notes) == []  # nothing to restore, nothing to report
+    # the hidden tests never reached the attacker (it printed whatever it could read of source/)
+    (page,) = (course.autograded / "attack-gradebook" / PILOT).glob("*.ipynb")
+    printed = "".join(o.get("text", "") for c in read_notebook(page).cells if c.cell_type == "code" for o in c.outputs)
+    assert "BEGIN HIDDEN TESTS" not in printed and not [ln for ln in hidden_lines(course, PILOT) if ln in _plain(printed)]
+    # 256 MB of output: each cell keeps 2 MiB, the notebook stays small
+    (flooded,) = (course.autograded / "attack-flood" / PILOT).glob("*.ipynb")
+    assert flooded.stat().st_size < 4 * 2**20
+    # the run's private folders (TMPDIR, kernel sockets, scratch folders) are gone
+    assert not list(Path(tempfile.gettempdir()).glob(f"lecturelib-autograde-{os.getpid()}-*"))
 
 
 def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded) -> None:
+    """The whole pilot class, attackers included, graded a second time: the same scores, nothing left behind."""
     course, plan = graded[PILOT]
     digest = lambda: {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in course.submitted.rglob("*") if p.is_file()}
     before = digest()
-    students = ["solution", "untouched", "cheat", "wrong-and-skipped"]
-    again = autograde(course, [PILOT], workers=2, students=students, cell_timeout_s=CELL_TIMEOUT_S)
-    assert {o.student: o.score for o in again} == {s: plan.outcomes[s].score for s in students}
+    again = autograde(course, [PILOT], workers=2, cell_timeout_s=CELL_TIMEOUT_S)
+    assert {o.student: o.score for o in again.outcomes} == {s: o.score for s, o in plan.outcomes.items()}
     assert digest() == before
+    assert relevant(again.notes) == [] and planted_files() == [] and attack_processes() == []
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -362,7 +627,7 @@ def test_roundtrip_audit_flags_cheats_not_honest_work(graded) -> None:
     flagged = {(f.student, f.assignment) for f in findings}
     assert {("cheat", PILOT), ("crash", PILOT), ("tamper", PILOT)} <= flagged
     honest = {"solution", "untouched", "wrong-and-skipped", "no-tests", "no-read-only-cells", "chatty",
-              "pasted-cells", "no-metadata", "answers-moved", "meddled-metadata"}
+              "pasted-cells", "no-metadata", "answers-moved", "meddled-metadata", "0-honest-first", "zz-honest-last"}
     assert not {s for s, _ in flagged} & honest
     whats = " ".join(f.what for f in findings if f.student == "cheat")
     for expected in ("defines __eq__", "patches operator", "patches math", "patches IPython", "setattr()"):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from typing import Any
 
 from lecturelib.course.audit import audit, format_findings
-from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, autograde, format_table
+from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
 from lecturelib.course.build import build, check
 from lecturelib.course.feedback import feedback
-from lecturelib.course.layout import Course, find_root
+from lecturelib.course.layout import Course, find_root, repair_gradebook, scripts_on_path
+from lecturelib.course.run import RunLocked
+from lecturelib.course.sandbox import GIB, Limits
 
 
 def _assignments(course: Course, names: list[str]) -> list[str]:
@@ -32,34 +36,64 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--student", action="append", dest="students", metavar="ID", help="only this student (repeatable)")
     p.add_argument("--timeout", type=float, default=SUBMISSION_TIMEOUT_S, help="seconds one submission may take")
     p.add_argument("--cell-timeout", type=int, help="seconds one cell may take (default: nbgrader_config.py's)")
+    p.add_argument("--memory-limit", type=float, default=Limits().memory_bytes / GIB, metavar="GIB",
+                   help="memory each process of a kernel's sandbox may allocate, in GiB (default %(default)g)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="grade without the bubblewrap sandbox (where it cannot run): kernels then run with your rights")
     p = sub.add_parser("audit", help="report submitted code that tampers with grading")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p = sub.add_parser("feedback", help="generate feedback that never shows hidden tests")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     args = parser.parse_args(argv)
 
+    scripts_on_path()  # nbgrader runs `alembic` by name: no command needs an activated venv
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # end as Ctrl-C does: grading stopped, folders removed
+        signal.signal(sig, _exit_on_signal)
     try:
         course = Course(find_root())
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 2
+    for note in repair_gradebook(course):
+        print(note)
     if args.command == "build":
         problems = build(course)
+        success = "built notebooks/ (the release) and solutions/ from source/"
     elif args.command == "check":
         problems = check(course, run=not args.no_execute)
+        success = "the course is sound: " + ("no drift, every test grades the solution and the release as it should"
+                                             if not args.no_execute else "no drift (the notebooks were not run)")
     elif args.command == "autograde":
-        outcomes = autograde(course, _assignments(course, args.assignments), workers=args.workers,
-                             students=args.students, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout)
-        print(format_table(outcomes) if outcomes else "no submissions in submitted/")
-        return 1 if any(o.problems for o in outcomes) else 0
+        try:
+            report = autograde(course, _assignments(course, args.assignments), workers=args.workers,
+                               students=args.students, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
+                               sandboxed=not args.no_sandbox, limits=Limits(memory_bytes=int(args.memory_limit * GIB)))
+        except (SandboxUnavailable, RunLocked) as e:
+            print(e, file=sys.stderr)
+            return 2
+        print(format_table(report.outcomes) if report.outcomes else "no submissions in submitted/")
+        for note in report.notes:
+            print(printable(note))
+        return 1 if any(o.problems for o in report.outcomes) else 0
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))
         return 0
     else:
-        problems = feedback(course, _assignments(course, args.assignments))
+        names = _assignments(course, args.assignments)
+        problems = feedback(course, names)
+        pages = sorted(p for a in names for p in course.feedback.glob(f"*/{a}/*.html"))
+        success = (f"wrote {len(pages)} feedback {'page' if len(pages) == 1 else 'pages'} in feedback/ "
+                   "(no hidden test shown)" if pages
+                   else "no autograded submissions: no feedback to write")
     for problem in problems:
         print(problem)
+    if not problems:
+        print(success)
     return 1 if problems else 0
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

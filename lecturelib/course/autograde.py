@@ -1,8 +1,8 @@
-"""Autograde every collected submission with nbgrader, one worker process per submission."""
+"""Autograde every collected submission with nbgrader, one worker process per submission, each kernel sandboxed."""
 
 from __future__ import annotations
 
-import hashlib
+import ctypes
 import os
 import re
 import shutil
@@ -10,19 +10,30 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook
 
-from lecturelib.course.layout import Course, nbgrader_env
+from lecturelib.course import sandbox
+from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
+from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
+from lecturelib.course.run import Run
 
 SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
+NO_SANDBOX_RISK = (
+    "without a sandbox every kernel runs with your rights: a submission can read the hidden tests in "
+    "gradebook.db, change other students' files and grades, plant code that later grading runs, and start "
+    "processes that outlive it; the checks after each submission and after the run catch some of it, not all"
+)
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox can run here, and --no-sandbox was not given."""
 
 
 @dataclass
@@ -31,8 +42,10 @@ class Outcome:
 
     student: str
     assignment: str
-    score: float | None = None
-    max_score: float | None = None
+    score: float | None = None  # autograded points (the test cells' scores)
+    max_score: float | None = None  # autograded points available
+    manual_max: float = 0.0  # points of the cells graded by hand (written answers)
+    manual_score: float | None = None  # their points once all are graded by hand
     graded: bool = False
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # worth knowing, not a failure (e.g. cells restored)
@@ -50,14 +63,6 @@ def submissions(course: Course, assignments: list[str], students: list[str] | No
         for a in assignments
         if (student / a).is_dir()
     )
-
-
-def _digest(folder: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
 
 
 def _invalid_notebooks(folder: Path, root: Path) -> list[str]:
@@ -79,114 +84,111 @@ def _last_error(log: str) -> str:
     return (raised[-1:] or useful or ["nbgrader autograde failed"])[0][:200]
 
 
-def _grade_one(course: Course, student: str, assignment: str, timeout_s: float, cell_timeout_s: int | None,
-               log_dir: Path) -> Outcome:
-    """Run `nbgrader autograde` for one submission in its own process group; never raises."""
+def _kill_leftovers(state: Path) -> bool:
+    """Kill whatever of a submission's sandboxes still runs after its nbgrader ended (there should be nothing)."""
+    pids = [int(p) for line in (state / "pids").read_text().split("\n") if line
+            for p in line.split() if p.isdigit() and int(p) > 0] if (state / "pids").exists() else []
+    alive = []
+    deadline = time.monotonic() + 3  # a kernel shut down a moment ago may still be exiting
+    for pid in pids:
+        while _sandbox_process(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _sandbox_process(pid):
+            alive.append(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return bool(alive)
+
+
+def _sandbox_process(pid: int) -> bool:
+    """Whether `pid` is still a sandbox's supervisor or bwrap (not a zombie, not a recycled pid)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except (OSError, IndexError):
+        return False
+    return b"lecturelib.course.sandbox" in cmdline or b"bwrap" in cmdline
+
+
+def _grade_one(course: Course, run: Run, student: str, assignment: str, timeout_s: float,
+               cell_timeout_s: int | None, log_dir: Path) -> Outcome:
+    """Run `nbgrader autograde` for one submission in its own process group and private folder; never raises."""
     out = Outcome(student, assignment)
     start = time.perf_counter()
     folder = course.submitted / student / assignment
     out.problems = _invalid_notebooks(folder, course.root)
     if out.problems:
         return out
-    before = _digest(folder)
-    with tempfile.TemporaryDirectory() as backup:
-        shutil.copytree(folder, Path(backup) / "copy")
-        cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student, "--force"]
+    before = digest(folder)
+    private = run.submission_folder()
+    log_path = log_dir / f"{student}--{assignment}.log"
+    rc: int | None = -1
+    try:
+        backup = private / "submitted"
+        shutil.copytree(folder, backup)
+        cmd = [sys.executable, "-I", "-W", "ignore", "-m", "nbgrader", "autograde", assignment,
+               "--student", student, "--force"]
         if cell_timeout_s is not None:
             cmd.append(f"--Execute.timeout={cell_timeout_s}")
-        log_path = log_dir / f"{student}--{assignment}.log"
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, cwd=course.root, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=nbgrader_env())
+        with open(log_path, "w") as log_file:
+            proc = subprocess.Popen(cmd, cwd=course.root, stdout=log_file, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=run.env(private), preexec_fn=_die_with_parent)
+            run.processes.add(proc)
             try:
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # nbgrader and the kernel it started
+                os.killpg(proc.pid, signal.SIGKILL)  # nbgrader; its kernel's supervisor dies with it, and the sandbox
                 proc.wait()
                 rc = None
-        if _digest(folder) != before:
+            finally:
+                run.processes.discard(proc)
+        if _kill_leftovers(private / "state"):
+            out.problems.append("a process of its sandbox outlived grading (killed)")
+        if digest(folder) != before:
             shutil.rmtree(folder)
-            shutil.copytree(Path(backup) / "copy", folder)
+            shutil.copytree(backup, folder)
             out.problems.append("the submission changed its own submitted files while graded (restored)")
+    finally:
+        shutil.rmtree(private, ignore_errors=True)  # TMPDIR, scratch folder, kernel sockets: always
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
     if rc is None:
         out.problems.append(f"could not be graded: took longer than {timeout_s:.0f} s")
     elif rc != 0:
-        out.problems.append(f"could not be graded: {_last_error(log_path.read_text(errors='replace'))}")
+        out.problems.append(f"could not be graded: {_last_error(log)}")
     else:
         out.graded = True
-    restored = re.findall(r"cell (\S+) was missing from the submission", log_path.read_text(errors="replace"))
+    stopped = re.findall(r"cell (\S+): the grader stopped here: (.*); the cells after it were not run", log)
+    if stopped:
+        out.notes.append(f"stopped at {stopped[0][0]}: {stopped[0][1]}; the cells after it scored 0")
+    restored = re.findall(r"cell (\S+) was missing from the submission", log)
     if restored:
         out.notes.append(f"restored deleted cells: {', '.join(restored)}")
     out.seconds = time.perf_counter() - start
     return out
 
 
-GRADE_ROWS = """
-select g.id, sa.student_id, a.name, g.auto_score, g.manual_score, g.extra_credit
-from grade g join submitted_notebook sn on g.notebook_id = sn.id
-join submitted_assignment sa on sn.assignment_id = sa.id join assignment a on sa.assignment_id = a.id
-"""
+_PRCTL: Any = None  # prctl, resolved here and not in the child: the child of a threaded process must not import
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    pass
 
 
-class Guard:
-    """What grading a submission must leave alone: the course's files and every other grade in the gradebook.
-
-    A kernel runs with the grader's own rights, so it could rewrite nbgrader_config.py, lecturelib or
-    the gradebook. Each submission is checked when it finishes: changed files and grades are put back
-    and the submission is reported. (Isolation proper needs an OS sandbox; see the README.)
-    """
-
-    def __init__(self, course: Course) -> None:
-        import lecturelib
-
-        self.db = course.gradebook
-        roots = [course.source, course.release, Path(lecturelib.__file__).parent]
-        paths = [course.root / "nbgrader_config.py"] + [p for r in roots for p in sorted(r.rglob("*"))
-                                                         if p.is_file() and "__pycache__" not in p.parts]
-        self.files = {p: p.read_bytes() for p in paths}
-        self.grades = {row[0]: row[1:] for row in self._rows()}
-        self.lock = threading.Lock()
-
-    def _rows(self) -> list[tuple]:
-        with sqlite3.connect(self.db, timeout=120) as db:
-            return db.execute(GRADE_ROWS).fetchall()
-
-    def verify(self, current: tuple[str, str], in_flight: set[tuple[str, str]]) -> dict[tuple[str, str], list[str]]:
-        """Put back what changed since the last check, and say so to every submission that was running then.
-
-        With several workers, the change happened while `current` or one of `in_flight` ran: each of them
-        is told, with the others named (`audit` then shows which one's code did it).
-        """
-        found = []
-        changed = [p for p, data in self.files.items() if not p.exists() or p.read_bytes() != data]
-        for p in changed:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(self.files[p])
-        if changed:
-            found.append(f"(restored): {', '.join(p.name for p in changed)}")
-        restore = []
-        for gid, student, assignment, auto, manual, extra in self._rows():
-            # a row created since the last check: autograding never sets manual grades or extra credit
-            old = self.grades.get(gid, (student, assignment, auto, None, None))
-            running = (student, assignment) == current or (student, assignment) in in_flight
-            if (manual, extra) != old[3:] or (not running and auto != old[2]):
-                restore.append((auto if running else old[2], old[3], old[4], gid))
-        if restore:
-            with sqlite3.connect(self.db, timeout=120) as db:
-                db.executemany("update grade set auto_score=?, manual_score=?, extra_credit=? where id=?", restore)
-            found.append(f"({len(restore)} grades restored): the gradebook")
-        self.grades.update({row[0]: row[1:] for row in self._rows() if (row[1], row[2]) == current})
-        suspects = {current} | in_flight
-        return {
-            s: ["course files or grades changed while it was graded"
-                + (f" alongside {', '.join(sorted(o[0] for o in suspects - {s}))}" if len(suspects) > 1 else "")
-                + f" {what}" for what in found]
-            for s in suspects
-        } if found else {}
+def _die_with_parent() -> None:
+    """In nbgrader's process: die (SIGKILL) with the autograde process, so a killed run leaves no grading behind."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _ensure_gradebook(course: Course, assignments: list[str]) -> None:
-    """The assignments must be in the gradebook; WAL lets workers read while one writes."""
+def _ensure_gradebook(course: Course, assignments: list[str]) -> list[str]:
+    """The assignments must be in the gradebook, and its copies of the test cells right; WAL lets workers read
+    while one writes. Returns what had to be repaired."""
+    notes = repair_gradebook(course)
     with Gradebook(f"sqlite:///{course.gradebook}") as gb:
         known = {a.name for a in gb.assignments}
     for a in assignments:
@@ -194,57 +196,140 @@ def _ensure_gradebook(course: Course, assignments: list[str]) -> None:
             course.nbgrader("generate_assignment", a, "--force")
     with sqlite3.connect(course.gradebook) as db:
         db.execute("PRAGMA journal_mode=WAL")
+    for a in assignments:
+        notes += gradebook_cells(course, a, repair=True)
+    return notes
 
 
 def _read_scores(course: Course, outcomes: list[Outcome]) -> None:
-    with Gradebook(f"sqlite:///{course.gradebook}") as gb:
-        for o in outcomes:
-            if not o.graded:
-                continue
-            try:
-                sub = gb.find_submission(o.assignment, o.student)
-            except MissingEntry:
-                o.graded = False
-                o.problems.append("could not be graded: no grades were saved")
-                continue
-            o.score, o.max_score = sub.score, sub.max_score
+    """Autograded and manual points of each graded submission, from the gradebook (verified by RunCheck)."""
+    rows: dict[tuple[str, str], list[tuple[str, str, float | None, float | None, float]]] = {}
+    with sqlite3.connect(course.gradebook, timeout=120) as db:
+        for student, assignment, notebook, cell, auto, manual, max_score in db.execute(
+                "select sa.student_id, a.name, n.name, c.name, g.auto_score, g.manual_score, gc.max_score"
+                " from grade g join submitted_notebook sn on g.notebook_id = sn.id"
+                " join notebook n on sn.notebook_id = n.id join submitted_assignment sa on sn.assignment_id = sa.id"
+                " join assignment a on sa.assignment_id = a.id join base_cell c on g.cell_id = c.id"
+                " join grade_cells gc on gc.id = c.id"):
+            rows.setdefault((student, assignment), []).append((notebook, cell, auto, manual, max_score))
+    tests: dict[str, dict[tuple[str, str], float]] = {}
+    for o in outcomes:
+        if not o.graded:
+            continue
+        if (o.student, o.assignment) not in rows:
+            o.graded = False
+            o.problems.append("could not be graded: no grades were saved")
+            continue
+        auto_cells = tests.setdefault(o.assignment, release_points(course, o.assignment))
+        o.score = o.max_score = 0.0
+        manual_done = True
+        o.manual_score = 0.0
+        for notebook, cell, auto, manual, max_score in rows[(o.student, o.assignment)]:
+            if (notebook, cell) in auto_cells:
+                o.score += manual if manual is not None else (auto or 0.0)
+                o.max_score += auto_cells[(notebook, cell)]
+            else:
+                o.manual_max += max_score
+                manual_done = manual_done and manual is not None
+                o.manual_score += manual or 0.0
+        if not manual_done:
+            o.manual_score = None
+
+
+def check_sandbox(sandboxed: bool) -> None:
+    """Refuse to grade without a sandbox unless the instructor said --no-sandbox (SandboxUnavailable)."""
+    if sandboxed:
+        reason = sandbox.unavailable()
+        if reason:
+            raise SandboxUnavailable(
+                f"cannot sandbox the kernels: {reason}. Install bubblewrap (Debian/Ubuntu: `sudo apt-get install "
+                f"bubblewrap`; Fedora: `sudo dnf install bubblewrap`) and allow user namespaces, or pass "
+                f"--no-sandbox to grade anyway ({NO_SANDBOX_RISK})")
+
+
+@dataclass
+class Report:
+    """A whole run: one outcome a submission, and what was found about the course or other submissions."""
+
+    outcomes: list[Outcome]
+    notes: list[str] = field(default_factory=list)
 
 
 def autograde(course: Course, assignments: list[str], *, workers: int = 1, students: list[str] | None = None,
-              timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: int | None = None) -> list[Outcome]:
-    """Autograde every submission of `assignments` (of `students`) with `workers` in parallel."""
+              timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: int | None = None, sandboxed: bool = True,
+              limits: sandbox.Limits | None = None) -> Report:
+    """Autograde every submission of `assignments` (of `students`) with `workers` in parallel, each kernel in a
+    sandbox (`sandboxed=False` only when the instructor accepts NO_SANDBOX_RISK), then verify the whole run."""
+    scripts_on_path()
     pairs = submissions(course, assignments, students)
     if not pairs:
-        return []
-    _ensure_gradebook(course, sorted({a for _, a in pairs}))
-    log_dir = course.root / "logs" / "autograde"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    guard, in_flight = Guard(course), set()
-    told: dict[tuple[str, str], list[str]] = {}  # what the guard found while a submission was running
+        return Report([])
+    check_sandbox(sandboxed)
+    # CPU time per process: what all cores could use in the submission's time, a backstop only
+    limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
+    with Run(course, sandboxed=sandboxed, limits=limits) as run:
+        notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}))
+        if not sandboxed:
+            notes.append(f"graded with --no-sandbox: {NO_SANDBOX_RISK}")
+        log_dir = course.root / "logs" / "autograde"
+        guard, check, in_flight = Guard(course), RunCheck(course, run.state / "submitted"), set()
+        told: dict[tuple[str, str], list[str]] = {}  # what the guard found while a submission was running
 
-    def grade(pair: tuple[str, str]) -> Outcome:
-        with guard.lock:
-            in_flight.add(pair)
-        out = _grade_one(course, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir)
-        with guard.lock:
-            in_flight.discard(pair)
-            for suspect, problems in guard.verify(pair, in_flight).items():
-                told.setdefault(suspect, []).extend(problems)
-            out.problems += told.pop(pair, [])
-        return out
+        def grade(pair: tuple[str, str]) -> Outcome:
+            with guard.lock:
+                in_flight.add(pair)
+                run.mark(pair, done=False)
+            out = _grade_one(course, run, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir)
+            check.graded(pair, out.graded)
+            with guard.lock:
+                in_flight.discard(pair)
+                for suspect, problems in guard.verify(pair, in_flight).items():
+                    told.setdefault(suspect, []).extend(problems)
+                out.problems += told.pop(pair, [])
+                run.mark(pair, done=True)
+            return out
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        outcomes = list(pool.map(grade, pairs))
-    _read_scores(course, outcomes)
-    return outcomes
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            try:
+                outcomes = list(pool.map(grade, pairs))
+            except BaseException:
+                run.stop()
+                raise
+        by_pair, others = check.finish()
+        for o in outcomes:
+            o.problems += by_pair.get((o.student, o.assignment), [])
+        _read_scores(course, outcomes)
+    return Report(outcomes, notes + others)
+
+
+def score_text(o: Outcome) -> str:
+    """'9/9 autograded, 3 manual points to grade': what the autograder gave and what waits for a person."""
+    if o.score is None or o.max_score is None:
+        return "-"
+    text = f"{o.score:g}/{o.max_score:g} autograded"
+    if o.manual_max and o.manual_score is None:
+        text += f", {o.manual_max:g} manual points to grade"
+    elif o.manual_max:
+        text += f", {o.manual_score:g}/{o.manual_max:g} graded by hand"
+    return text
+
+
+def printable(text: str) -> str:
+    """Text safe for a terminal: a student's folder name or exception message cannot send escape sequences."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def format_table(outcomes: list[Outcome]) -> str:
-    """The summary an instructor reads: one row a submission."""
-    rows = [("student", "assignment", "score", "max", "seconds", "problems")]
+    """The summary an instructor reads: one row a submission, then what waits for manual grading."""
+    rows = [("student", "assignment", "score", "seconds", "problems")]
     for o in outcomes:
-        score = f"{o.score:g}" if o.score is not None else "-"
-        top = f"{o.max_score:g}" if o.max_score is not None else "-"
-        rows.append((o.student, o.assignment, score, top, f"{o.seconds:.1f}", "; ".join(o.problems + o.notes) or "-"))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5] for r in rows)
+        rows.append((printable(o.student), printable(o.assignment), score_text(o), f"{o.seconds:.1f}",
+                     printable("; ".join(o.problems + o.notes)) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
+    graded = [o for o in outcomes if o.graded]
+    waiting = [o for o in graded if o.manual_max and o.manual_score is None]
+    lines.append(f"{len(graded)} of {len(outcomes)} submissions autograded"
+                 + (f"; {len(waiting)} wait for manual grading of their written answers "
+                    f"(jupyter lab at the course root: Nbgrader > Formgrader > Manual Grading)" if waiting else ""))
+    return "\n".join(lines)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import copy
 import filecmp
+import os
 import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 from nbformat.notebooknode import NotebookNode
 
@@ -17,8 +20,8 @@ from lecturelib.course.layout import (
     cell_stdout,
     is_test_cell,
     iter_source_notebooks,
+    kernel_env,
     make_solution,
-    nbgrader_env,
     nbgrader_meta,
     read_notebook,
     write_notebook,
@@ -100,8 +103,17 @@ def _tree_differences(built: Path, committed: Path) -> list[str]:
 def execute(nb: NotebookNode, cwd: Path, timeout_s: int = CELL_TIMEOUT_S) -> NotebookNode:
     """Run every cell of a copy of `nb` in a fresh kernel, errors recorded, not raised."""
     ran = copy.deepcopy(nb)
-    NotebookClient(ran, timeout=timeout_s, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(cwd)}}).execute(env=nbgrader_env())
+    with tempfile.TemporaryDirectory(prefix="lecturelib-check-") as runtime:
+        # IPC sockets in a private folder: no TCP port, no "running over TCP without encryption" warning
+        connection = os.path.join(runtime, "kernel.json")
+        km = AsyncKernelManager(kernel_name="python3", transport="ipc", connection_file=connection,
+                                ip=connection[: -len(".json")] + "-ipc")
+        try:
+            NotebookClient(ran, km=km, timeout=timeout_s, allow_errors=True,
+                           resources={"metadata": {"path": str(cwd)}}).execute(env=kernel_env())
+        finally:
+            if run_sync(km.is_alive)():
+                run_sync(km.shutdown_kernel)(now=True)
     return ran
 
 

@@ -39,9 +39,12 @@ def feedback(course: Course, assignments: list[str]) -> list[str]:
     """Generate feedback for every autograded submission; return problems (a leak is one)."""
     problems = []
     for assignment in assignments:
+        if not list(course.autograded.glob(f"*/{assignment}/*.ipynb")):
+            continue  # nothing autograded yet: nbgrader would fail on it
         done = course.nbgrader("generate_feedback", assignment, "--force")
         if done.returncode != 0:
-            problems.append(f"{assignment}: nbgrader generate_feedback failed (see its log)")
+            errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
+            problems.append(f"{assignment}: nbgrader generate_feedback failed: {(errors or ['no message'])[0][:200]}")
         secret = hidden_lines(course, assignment)
         for page in sorted(course.feedback.glob(f"*/{assignment}/*.html")):
             text = _plain(page.read_text(encoding="utf-8", errors="replace"))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import os
+import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,22 +72,92 @@ class Course:
         return sorted((self.source / assignment).glob("*.ipynb"))
 
     def nbgrader(self, *args: str, timeout_s: float | None = None) -> subprocess.CompletedProcess[str]:
-        """Run `nbgrader ARGS` in the course root with this interpreter; output captured."""
-        return subprocess.run(
-            [sys.executable, "-m", "nbgrader", *args],
-            cwd=self.root,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=nbgrader_env(),
-        )
+        """Run `nbgrader ARGS` in the course root with this interpreter, in a clean environment; output captured."""
+        with tempfile.TemporaryDirectory(prefix="lecturelib-nbgrader-") as private:
+            return subprocess.run(
+                [sys.executable, "-I", "-W", "ignore", "-m", "nbgrader", *args],
+                cwd=self.root,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=nbgrader_env(Path(private)),
+            )
 
 
-def nbgrader_env() -> dict[str, str]:
-    """The environment nbgrader runs in: this interpreter's scripts first (it calls `alembic`), no warnings,
-    and quick measurements in the kernels it starts (nothing graded depends on their size)."""
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, "PATH": path, "PYTHONWARNINGS": "ignore", QUICK_ENV: "1"}
+def scripts_on_path() -> None:
+    """Put this interpreter's scripts (its venv's bin/) first on PATH, for this process and what it starts.
+
+    nbgrader runs the `alembic` program by name, also inside this process when a Gradebook creates
+    gradebook.db: without an activated venv it is not found, and a gradebook without an `alembic_version`
+    table is left behind. Every course command calls this first, so none needs an activated venv.
+    """
+    scripts = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    if path[:1] != [scripts]:
+        os.environ["PATH"] = os.pathsep.join([scripts, *[p for p in path if p and p != scripts]])
+
+
+# What nbgrader may keep of the instructor's environment: locale, time zone, thread counts, GPUs. Nothing else
+# (no PYTHONPATH, PYTHONSTARTUP, JUPYTER_* or IPYTHONDIR): what it loads is the course's, never a leftover.
+KEEP_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def nbgrader_env(private: Path) -> dict[str, str]:
+    """A clean environment for nbgrader: HOME, Jupyter and IPython folders of its own under `private` (no
+    ~/.jupyter/nbgrader_config.py, no IPython startup files, no config but the course's nbgrader_config.py),
+    this interpreter's scripts first on PATH (it calls `alembic`), no warnings, and quick measurements in the
+    kernels it starts (nothing graded depends on their size)."""
+    scripts = str(Path(sys.executable).parent)
+    for sub in ("home", "tmp", "runtime"):
+        (private / sub).mkdir(parents=True, exist_ok=True)
+    env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
+    env.update({
+        "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "/usr/bin:/bin")]),
+        "HOME": str(private / "home"),
+        "TMPDIR": str(private / "tmp"),
+        "JUPYTER_NO_CONFIG": "1",  # config: the course's nbgrader_config.py (in the working folder) and nothing else
+        "JUPYTER_CONFIG_DIR": str(private / "home" / ".jupyter"),
+        "JUPYTER_DATA_DIR": str(private / "home" / ".local" / "share" / "jupyter"),
+        "JUPYTER_RUNTIME_DIR": str(private / "runtime"),
+        "IPYTHONDIR": str(private / "home" / ".ipython"),
+        "PYTHONWARNINGS": "ignore",
+        QUICK_ENV: "1",
+    })
+    return env
+
+
+def kernel_env() -> dict[str, str]:
+    """The environment of a kernel that runs the course's own notebooks (`check`): quick measurements, no warnings."""
+    scripts_on_path()
+    return {**os.environ, "PYTHONWARNINGS": "ignore", QUICK_ENV: "1"}
+
+
+def repair_gradebook(course: Course) -> list[str]:
+    """Find a gradebook.db that nbgrader left without its `alembic_version` (it could not run `alembic` when it
+    created the tables) and stamp it with the revision its tables have: nbgrader's head. Returns what was done."""
+    if not course.gradebook.exists() or course.gradebook.stat().st_size == 0:
+        return []
+    with sqlite3.connect(course.gradebook, timeout=120) as db:
+        tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
+        if not tables or ("alembic_version" in tables and db.execute("select count(*) from alembic_version").fetchone()[0]):
+            return []
+        head = alembic_head()
+        db.execute("create table if not exists alembic_version (version_num VARCHAR(32) NOT NULL)")
+        db.execute("delete from alembic_version")
+        db.execute("insert into alembic_version (version_num) values (?)", (head,))
+    return [f"repaired gradebook.db: it had no alembic_version (nbgrader could not run `alembic` when it created "
+            f"the gradebook, e.g. without the venv on PATH); its tables are nbgrader's current schema, stamped {head}"]
+
+
+def alembic_head() -> str:
+    """The newest revision of nbgrader's database schema (what `alembic heads` prints), read without running alembic."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from nbgrader.dbutil import ALEMBIC_DIR
+
+    config = Config()
+    config.set_main_option("script_location", ALEMBIC_DIR)
+    return str(ScriptDirectory.from_config(config).get_current_head())
 
 
 def iter_source_notebooks(course: Course) -> Iterator[tuple[str, Path]]:

@@ -1,0 +1,221 @@
+"""One autograde run: its lock, its private folders, the copies it keeps, and the repair of a run that was killed.
+
+A run takes a lock (one run at a time), then leaves a state folder in logs/autograde/run/: copies of the
+course's files (nbgrader_config.py, source/, notebooks/, lecturelib) and of submitted/ as they were when it
+started. A run that ends, even by Ctrl-C, removes it. A state folder found at the next start means that run
+was killed: the course files and submissions it kept are restored (what was there instead is moved aside to
+logs/autograde/interrupted-TIME/, nothing is lost), and the submissions it had not finished are named.
+Everything else a run needs (nbgrader's HOME, Jupyter and IPython folders, the sandbox's configuration, each
+submission's TMPDIR, kernel sockets and scratch folder) lives in a private folder in the system's temporary
+folder, removed when the run ends and, if it was killed, by the next run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import filecmp
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lecturelib.course import sandbox
+from lecturelib.course.layout import Course, nbgrader_env
+from lecturelib.course.preprocessors import SANDBOX_ENV
+
+PRIVATE_PREFIX = "lecturelib-autograde-"  # + pid + "-": the run's private folder in the temporary folder
+
+
+def _lecturelib() -> Path:
+    import lecturelib
+
+    return Path(lecturelib.__file__).parent
+
+
+def course_files(course: Course) -> list[Path]:
+    """What no grading may change: the course's configuration, masters, release and grading code."""
+    roots = [course.source, course.release, _lecturelib()]
+    return [course.root / "nbgrader_config.py"] + [p for r in roots if r.is_dir() for p in sorted(r.rglob("*"))
+                                                   if p.is_file() and "__pycache__" not in p.parts]
+
+
+def _kept_roots(course: Course) -> dict[str, Path]:
+    """Where each group of kept files lives: the course root, and lecturelib (which may be elsewhere)."""
+    return {"course": course.root, "lecturelib": _lecturelib()}
+
+
+def _copy_files(paths: list[Path], base: Path, dest: Path) -> None:
+    for p in paths:
+        target = dest / p.relative_to(base)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(p, target)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_private_folders() -> list[str]:
+    """Private folders of runs whose process is gone (killed): their scratch folders and sockets go too."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{PRIVATE_PREFIX}*"):
+        try:
+            pid = int(folder.name[len(PRIVATE_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    return removed
+
+
+class RunLocked(RuntimeError):
+    """Another autograde run holds the course's lock."""
+
+
+class Run:
+    """The context of one autograde run (see the module's docstring)."""
+
+    def __init__(self, course: Course, *, sandboxed: bool, limits: sandbox.Limits) -> None:
+        self.course, self.sandboxed, self.limits = course, sandboxed, limits
+        self.logs = course.root / "logs" / "autograde"
+        self.state = self.logs / "run"
+        self.notes: list[str] = []
+        self.private = Path()
+        self.sandbox_config: Path | None = None
+        self._lock: Any = None
+        self._count = 0
+        self.processes: set[Any] = set()  # the nbgrader processes running now
+
+    # -- the lock and the state folder ---------------------------------------------------------------
+    def __enter__(self) -> Run:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.logs / "lock", "w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise RunLocked("another `autograde` is running on this course (logs/autograde/lock)") from None
+        try:
+            if self.state.exists():
+                self.notes += self.recover()
+            if remove_stale_private_folders():
+                self.notes.append("removed the temporary folders of an autograde run that was killed")
+            self._save_state()
+            self.private = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
+            if self.sandboxed:
+                self.sandbox_config = sandbox.write_config(
+                    self.private / "sandbox", limits=self.limits, hidden=[self.course.root],
+                    env={k: v for k, v in nbgrader_env(self.private / "probe").items()
+                         if k in ("PYTHONWARNINGS", "LECTURELIB_QUICK")})
+                sandbox.write_kernelspec(self.private / "jupyter", self.sandbox_config)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Kill every nbgrader running for this run (and so their sandboxes): the run was interrupted."""
+        for proc in list(self.processes):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def __exit__(self, *exc: object) -> None:
+        if self.private != Path():
+            shutil.rmtree(self.private, ignore_errors=True)
+        shutil.rmtree(self.state, ignore_errors=True)  # the run ended (not killed): nothing to repair next time
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def _save_state(self) -> None:
+        shutil.rmtree(self.state, ignore_errors=True)
+        roots = _kept_roots(self.course)
+        for p in course_files(self.course):
+            group = "lecturelib" if p.is_relative_to(roots["lecturelib"]) else "course"
+            _copy_files([p], roots[group], self.state / "files" / group)
+        if self.course.submitted.is_dir():
+            shutil.copytree(self.course.submitted, self.state / "submitted")
+        self._write({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "running": [], "done": []})
+
+    def _write(self, state: dict[str, Any]) -> None:
+        tmp = self.state / "state.json.tmp"
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.state / "state.json")
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads((self.state / "state.json").read_text()))
+        except (OSError, ValueError):
+            return {"pid": "?", "started": "?", "running": [], "done": []}
+
+    def mark(self, pair: tuple[str, str], done: bool) -> None:
+        """Record that a submission's grading started (done=False) or finished and was verified (done=True)."""
+        state = self._read()
+        key = "/".join(pair)
+        state["running"] = [k for k in state["running"] if k != key] + ([] if done else [key])
+        state["done"] = state["done"] + ([key] if done else [])
+        self._write(state)
+
+    def recover(self) -> list[str]:
+        """Repair what a killed run may have left: restore the course files and submissions it kept."""
+        state = self._read()
+        aside = self.logs / f"interrupted-{time.strftime('%Y%m%d-%H%M%S')}"
+        restored = []
+        roots = _kept_roots(self.course)
+        for prefix, kept_root, live_root in (("", self.state / "files" / "course", roots["course"]),
+                                             ("lecturelib/", self.state / "files" / "lecturelib", roots["lecturelib"]),
+                                             ("submitted/", self.state / "submitted", self.course.submitted)):
+            if not kept_root.is_dir():
+                continue
+            for kept in sorted(p for p in kept_root.rglob("*") if p.is_file()):
+                live = live_root / kept.relative_to(kept_root)
+                if live.is_file() and filecmp.cmp(kept, live, shallow=False):
+                    continue
+                name = prefix + str(kept.relative_to(kept_root))
+                if live.exists():
+                    (aside / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(live), aside / name)
+                live.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(kept, live)
+                restored.append(name)
+        shutil.rmtree(self.state, ignore_errors=True)
+        note = f"the autograde run started {state['started']} (pid {state['pid']}) was killed before it ended"
+        if restored:
+            note += (f": restored {len(restored)} file{'s' if len(restored) != 1 else ''} it had kept ({', '.join(restored[:5])}"
+                     f"{', ...' if len(restored) > 5 else ''}); what was there is in {aside.relative_to(self.course.root)}")
+        unfinished = state.get("running", [])
+        if unfinished:
+            note += f"; it had not finished grading {', '.join(unfinished)}: grade them again"
+        return [note]
+
+    # -- what each submission's nbgrader gets -------------------------------------------------------
+    def submission_folder(self) -> Path:
+        """A fresh private folder for one submission's nbgrader (TMPDIR, runtime, sandbox state), under the run's."""
+        self._count += 1
+        folder = self.private / f"s{self._count}"  # short: kernel sockets live in it (107-byte path limit)
+        for sub in ("state",):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def env(self, folder: Path) -> dict[str, str]:
+        """nbgrader's clean environment for one submission, with the sandbox's kernelspec (or none, stated)."""
+        env = nbgrader_env(folder)
+        env[SANDBOX_ENV] = "bwrap" if self.sandboxed else "none"
+        env[sandbox.STATE_ENV] = str(folder / "state")
+        if self.sandboxed:
+            env["JUPYTER_PATH"] = str(self.private / "jupyter")  # the sandbox's kernelspec, found first
+        return env

@@ -1,0 +1,252 @@
+"""`course autograde` on a one-exercise toy course: the run's checks, a killed run, the gradebook, the commands.
+
+The round trip (test_course_roundtrip.py) grades the real notebooks in the sandbox; these tests cover what it
+cannot: grading with --no-sandbox (the guard), a run killed halfway, a gradebook damaged before the run, and
+every course command run without the venv on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.notebooknode import NotebookNode
+from nbgrader.utils import compute_checksum
+
+from lecturelib.course import sandbox
+from lecturelib.course.__main__ import main
+from lecturelib.course.autograde import autograde, format_table
+from lecturelib.course.build import build
+from lecturelib.course.guard import RunCheck, gradebook_cells
+from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, read_notebook
+from test_course_build import toy, toy_course
+
+ASSIGNMENT = "01_toy"
+RIGHT = "def double(x):\n    return 2 * x"
+NO_SANDBOX = sandbox.unavailable()
+needs_sandbox = pytest.mark.skipif(NO_SANDBOX is not None and not os.environ.get("CI"),
+                                   reason=f"no sandbox on this machine: {NO_SANDBOX}")
+
+# Without a sandbox, a kernel finds the course through its parents' working folders and changes it.
+TAMPER = '''
+import os, pathlib, sqlite3
+pid, root = os.getpid(), None
+while pid > 1 and root is None:
+    cwd = pathlib.Path(os.readlink(f"/proc/{pid}/cwd"))
+    root = next((d for d in (cwd, *cwd.parents) if (d / "gradebook.db").exists()), None)
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()[1])
+with open(root / "nbgrader_config.py", "a") as config:
+    config.write("\\n# changed by a submission\\n")
+db = sqlite3.connect(root / "gradebook.db", timeout=60)
+db.execute("update grade set auto_score = 0, extra_credit = 5 where notebook_id in (select n.id from submitted_notebook n"
+           " join submitted_assignment a on n.assignment_id = a.id where a.student_id = 'honest')")
+db.commit()
+'''
+
+# Without a sandbox, a kernel edits the course's config, then kills `autograde` itself (its ancestor).
+EDIT_AND_KILL = TAMPER.split("db = sqlite3")[0] + '''
+import signal
+pid = os.getpid()
+while pid > 1:
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()[1])
+    if b"lecturelib.course" in open(f"/proc/{pid}/cmdline", "rb").read():
+        os.kill(pid, signal.SIGKILL)
+'''
+
+
+def submission(release: NotebookNode, answer: str) -> NotebookNode:
+    nb = nbformat.from_dict(nbformat.reads(nbformat.writes(release), as_version=4))
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("grade_id") == "ex1_1":
+            cell.source = answer
+    return nb
+
+
+def submit(course: Course, students: dict[str, str]) -> None:
+    release = read_notebook(course.release / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    for student, answer in students.items():
+        folder = course.submitted / student / ASSIGNMENT
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{ASSIGNMENT}.ipynb").write_text(nbformat.writes(submission(release, answer)))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A built toy course with no submission yet (copy it: tests change it)."""
+    course = toy_course(tmp_path_factory.mktemp("toy"), toy())
+    assert build(course) == []
+    return course.root
+
+
+@pytest.fixture
+def course(built: Path, tmp_path: Path) -> Course:
+    shutil.copytree(built, tmp_path / "course")
+    return Course(tmp_path / "course")
+
+
+def scores(report) -> dict[str, float | None]:  # noqa: ANN001
+    return {o.student: o.score for o in report.outcomes}
+
+
+def test_autograde_without_sandbox_undoes_and_reports_tampering(course: Course) -> None:
+    """The guard, with --no-sandbox: course files and other students' grades are put back, the run says so."""
+    config = (course.root / "nbgrader_config.py").read_bytes()
+    submit(course, {"honest": RIGHT, "tamper": RIGHT + "\n" + TAMPER})
+    report = autograde(course, [ASSIGNMENT], sandboxed=False, cell_timeout_s=60)
+    assert scores(report) == {"honest": 2.0, "tamper": 2.0}  # its answer is right; its tampering undone
+    assert (course.root / "nbgrader_config.py").read_bytes() == config
+    problems = {o.student: " ".join(o.problems) for o in report.outcomes}
+    assert "(restored): nbgrader_config.py" in problems["tamper"]
+    assert "grades restored): the gradebook" in problems["tamper"]
+    assert any(n.startswith("graded with --no-sandbox: without a sandbox") for n in report.notes)
+
+
+def test_run_check_restores_submissions_and_scores_changed_after_grading(course: Course) -> None:
+    """The whole-run check, on changes made behind the graders' back (by a process that outlived its kernel)."""
+    submit(course, {"honest": RIGHT, "other": RIGHT})
+    autograde(course, [ASSIGNMENT], sandboxed=False, cell_timeout_s=60)
+    kept = course.root / "kept"
+    shutil.copytree(course.submitted, kept)
+    check = RunCheck(course, kept)
+    check.graded(("honest", ASSIGNMENT), ok=True)
+    (course.submitted / "other" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text("{}")  # blanked
+    (course.autograded / "other" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text("{}")
+    with sqlite3.connect(course.gradebook) as db:
+        db.execute("update grade set auto_score = 0")  # both students zeroed
+    by_pair, others = check.finish()
+    assert by_pair == {("honest", ASSIGNMENT): ["the gradebook's score of ex1_1_test was 0.0, not 2.0 (set to 2.0)"]}
+    assert sorted(others) == [
+        f"other/{ASSIGNMENT}: autograded/other/{ASSIGNMENT}/{ASSIGNMENT}.ipynb changed during the run: grade it again",
+        f"other/{ASSIGNMENT}: submitted file {ASSIGNMENT}.ipynb was changed during the run (restored)",
+        f"other/{ASSIGNMENT}: the gradebook's score of ex1_1_test was 0.0, not 2.0 (set to 2.0)",
+    ]
+    assert (course.submitted / "other" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_bytes() == \
+        (kept / "other" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_bytes()
+
+
+def test_killed_run_is_found_and_repaired_at_the_next_start(course: Course) -> None:
+    """A submission (no sandbox) edits nbgrader_config.py and kills autograde: the next run restores the file."""
+    config = (course.root / "nbgrader_config.py").read_bytes()
+    submit(course, {"edit-and-kill": RIGHT + "\n" + EDIT_AND_KILL})
+    killed = subprocess.Popen([sys.executable, "-m", "lecturelib.course", "autograde", "--no-sandbox"],
+                              cwd=course.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert killed.wait(timeout=600) == -9 and (course.root / "nbgrader_config.py").read_bytes() != config
+    submit(course, {"honest": RIGHT})
+    report = autograde(course, [ASSIGNMENT], sandboxed=False, students=["honest"], cell_timeout_s=60)
+    (note,) = [n for n in report.notes if "was killed before it ended" in n]
+    assert "restored 1 file it had kept (nbgrader_config.py)" in note
+    assert f"it had not finished grading edit-and-kill/{ASSIGNMENT}: grade them again" in note
+    assert (course.root / "nbgrader_config.py").read_bytes() == config
+    (aside,) = (course.root / "logs" / "autograde").glob("interrupted-*/nbgrader_config.py")
+    assert b"changed by a submission" in aside.read_bytes()
+    assert scores(report) == {"honest": 2.0}
+    time.sleep(2)  # the killed run's nbgrader died with it (PR_SET_PDEATHSIG), and its kernel with nbgrader
+    private = f"lecturelib-autograde-{killed.pid}-".encode()
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and (private in _cmdline(p) or _cwd(p) == course.root)]
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _cwd(pid: str) -> Path | None:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None
+
+
+@needs_sandbox
+def test_gradebook_copies_of_test_cells_are_never_trusted(course: Course) -> None:
+    """Test cells rewritten in the gradebook (valid checksums, 100 points): grading reads source/; rows repaired."""
+    with sqlite3.connect(course.gradebook) as db:
+        rows = db.execute("select s.id, s.name, g.id from source_cell s join base_cell b on b.name = s.name"
+                          " join grade_cells g on g.id = b.id").fetchall()
+        for sid, name, gid in rows:
+            cell = nbformat.from_dict({"cell_type": "code", "source": "pass", "metadata": {"nbgrader": {
+                "grade": True, "solution": False, "locked": True, "points": 100, "grade_id": name}}})
+            db.execute("update source_cell set source = 'pass', checksum = ? where id = ?", (compute_checksum(cell), sid))
+            db.execute("update grade_cells set max_score = 100 where id = ?", (gid,))
+    submit(course, {"honest": RIGHT, "blank": "def double(x):\n    raise NotImplementedError()"})
+    report = autograde(course, [ASSIGNMENT], cell_timeout_s=60)
+    assert scores(report) == {"blank": 0.0, "honest": 2.0}
+    assert "gradebook.db's copy of test cell ex1_1_test differed from source/ (repaired)" in report.notes
+    assert gradebook_cells(course, ASSIGNMENT, repair=False) == []
+
+
+def test_broken_gradebook_is_repaired_and_reported(course: Course, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A gradebook.db left without alembic_version (nbgrader could not run `alembic`) is stamped, and said so."""
+    with sqlite3.connect(course.gradebook) as db:
+        db.execute("drop table alembic_version")
+    monkeypatch.chdir(course.root)
+    assert main(["feedback"]) == 0
+    out = capsys.readouterr().out
+    assert "repaired gradebook.db: it had no alembic_version" in out
+    assert "no autograded submissions: no feedback to write" in out
+    with sqlite3.connect(course.gradebook) as db:
+        assert db.execute("select version_num from alembic_version").fetchall() == [(alembic_head(),)]
+
+
+@needs_sandbox
+def test_course_commands_work_without_the_venv_on_path(course: Course) -> None:
+    """No activated venv: PATH without it, the gradebook created afresh by autograde (nbgrader runs `alembic`)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+    assert shutil.which("alembic", path=env["PATH"]) is None
+    course.gradebook.unlink()
+    submit(course, {"honest": RIGHT})
+    run = lambda *args: subprocess.run([sys.executable, "-m", "lecturelib.course", *args], cwd=course.root,  # noqa: E731
+                                       env=env, capture_output=True, text=True, timeout=600)
+    graded = run("autograde", "--cell-timeout", "60")
+    assert graded.returncode == 0, graded.stderr + graded.stdout
+    assert "honest   01_toy      2/2 autograded" in graded.stdout
+    with sqlite3.connect(course.gradebook) as db:
+        assert db.execute("select version_num from alembic_version").fetchall() == [(alembic_head(),)]
+    fed = run("feedback")
+    assert fed.returncode == 0 and "wrote 1 feedback page in feedback/" in fed.stdout, fed.stderr
+    checked = run("check")
+    assert checked.returncode == 0 and "the course is sound" in checked.stdout, checked.stdout + checked.stderr
+    built = run("build")
+    assert built.returncode == 0 and "built notebooks/" in built.stdout, built.stderr
+    for done in (graded, fed, checked, built):  # IPC sockets, not TCP: no warning in the instructor's terminal
+        assert "without encryption" not in done.stdout + done.stderr
+    assert "without encryption" not in "".join(p.read_text() for p in (course.root / "logs").rglob("*.log"))
+
+
+def test_autograde_cli_refuses_without_a_sandbox_and_says_what_to_do(course: Course, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    submit(course, {"honest": RIGHT})
+    monkeypatch.chdir(course.root)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    assert main(["autograde"]) == 2
+    err = capsys.readouterr().err
+    assert "bubblewrap (bwrap) is not installed" in err and "--no-sandbox" in err
+    assert not course.autograded.exists()
+
+
+def test_plain_nbgrader_autograde_refuses_to_grade(course: Course) -> None:
+    """Formgrader's Autograde button and `nbgrader autograde` run no sandbox: the course's config refuses them."""
+    submit(course, {"honest": RIGHT})
+    done = course.nbgrader("autograde", ASSIGNMENT)
+    assert done.returncode != 0
+    assert "grade with `python -m lecturelib.course autograde`" in done.stdout + done.stderr
+
+
+def test_format_table_says_what_waits_for_manual_grading() -> None:
+    from lecturelib.course.autograde import Outcome
+
+    table = format_table([Outcome("ann", "02", 9.0, 9.0, 3.0, None, True), Outcome("bob", "02", 9.0, 9.0, 3.0, 2.0, True),
+                          Outcome("cy", "02", problems=["could not be graded: x"])])
+    assert "9/9 autograded, 3 manual points to grade" in table
+    assert "9/9 autograded, 2/3 graded by hand" in table
+    assert table.splitlines()[-1].startswith("2 of 3 submissions autograded; 1 wait for manual grading")
