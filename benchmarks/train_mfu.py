@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.warmup < args.steps:
         parser.error("need 0 <= --warmup < --steps")
+    if args.warmup % args.log_every:  # the course loop times whole logging intervals: none may straddle the warm-up
+        parser.error("--warmup must be a multiple of --log-every")
     model_cfg = from_name(args.model)
     run = TrainConfig(steps=args.steps, batch=args.batch, seq_len=args.seq_len, accum=args.accum,
                       precision=args.precision, lr=6e-4, warmup=args.warmup, compile=args.compile,

@@ -323,7 +323,8 @@ class MemoryHighWater:
             torch.cuda.synchronize()
             return torch.cuda.max_memory_allocated() - self._base
         if self.method.startswith("cpu: Linux"):
-            return _status_kib("VmHWM") * 1024 - self._base
+            # max(0, ...): the kernel keeps RSS counts in per-CPU batches, so a run that adds nothing can read < 0
+            return max(0, _status_kib("VmHWM") * 1024 - self._base)
         self._sampled_peak = max(self._sampled_peak, psutil.Process().memory_info().rss)
         return self._sampled_peak - self._base
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import math
 import os
@@ -321,11 +322,12 @@ def _measured_flop_per_s(device_type: str, precision: str, threads: int) -> tupl
 
 
 def rng_state() -> dict[str, Any]:
-    """Every random number generator a run may touch: torch (CPU and each GPU), Python, NumPy."""
+    """Every random number generator a run may touch: torch (CPU, each CUDA GPU, MPS), Python, NumPy."""
     numpy_state = np.random.get_state(legacy=False)
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "mps": [torch.mps.get_rng_state()] if torch.backends.mps.is_available() else [],
         "python": random.getstate(),
         "numpy": {
             "bit_generator": numpy_state["bit_generator"],
@@ -342,6 +344,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if torch.cuda.is_available() and state["cuda"]:
         torch.cuda.set_rng_state_all(state["cuda"])
+    if torch.backends.mps.is_available() and state.get("mps"):
+        torch.mps.set_rng_state(state["mps"][0])
     random.setstate(state["python"])
     saved = state["numpy"]
     np.random.set_state({
@@ -413,6 +417,20 @@ def _synchronize(device: torch.device) -> None:
 # The loop
 
 
+def _check_resumable(state: dict[str, Any], model_cfg: ModelConfig, cfg: TrainConfig) -> None:
+    """CheckpointError unless `state` is a step of this very run, with steps left to run before cfg's last."""
+    saved_run = {**state["run"], "betas": tuple(state["run"]["betas"])}
+    if state["model_config"] != dataclasses.asdict(model_cfg) or saved_run != cfg.run_fields():
+        ours = {**cfg.run_fields(), **dataclasses.asdict(model_cfg)}
+        theirs = {**saved_run, **state["model_config"]}
+        diff = ", ".join(f"{k} {theirs.get(k)!r} (now {v!r})" for k, v in ours.items() if theirs.get(k) != v)
+        raise CheckpointError(f"checkpoint {cfg.checkpoint!r} belongs to another run: {diff}")
+    last = min(cfg.steps, cfg.stop_after or cfg.steps)
+    if state["step"] >= last:
+        raise CheckpointError(f"checkpoint {cfg.checkpoint!r} is already at step {state['step']}: nothing to run "
+                              f"up to step {last}")
+
+
 def train(
     model_cfg: ModelConfig,
     cfg: TrainConfig,
@@ -430,6 +448,9 @@ def train(
     """
     if cfg.seq_len > model_cfg.n_ctx:
         raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's context n_ctx = {model_cfg.n_ctx}")
+    if cfg.checkpoint is not None and not os.path.isdir(os.path.dirname(os.path.abspath(cfg.checkpoint))):
+        # fail now, not at the first save after hours of training
+        raise FileNotFoundError(errno.ENOENT, "no such folder for the checkpoint", os.path.dirname(cfg.checkpoint))
     device = torch.device(cfg.device or hardware.detect_device())
     memory = MemoryHighWater(device.type)  # the level before the run: the model is not built yet
 
@@ -438,25 +459,18 @@ def train(
     model = GPT(model_cfg).to(device)
     optimizer = make_optimizer(model, cfg, device)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
-    step = 0  # optimizer steps done
+    step = 0  # optimizer steps done; with the seed it fixes the learning rate and the data stream's position
 
     # 2. Resume: weights, optimizer moments, loss scale, step and every RNG state, exactly as saved
     if cfg.resume:
         assert cfg.checkpoint is not None
         state = load_checkpoint(cfg.checkpoint)
-        saved_run = {**state["run"], "betas": tuple(state["run"]["betas"])}
-        if state["model_config"] != dataclasses.asdict(model_cfg) or saved_run != cfg.run_fields():
-            ours = {**cfg.run_fields(), **dataclasses.asdict(model_cfg)}
-            theirs = {**saved_run, **state["model_config"]}
-            diff = ", ".join(f"{k} {theirs.get(k)!r} (now {v!r})" for k, v in ours.items() if theirs.get(k) != v)
-            raise CheckpointError(f"checkpoint {cfg.checkpoint!r} belongs to another run: {diff}")
+        _check_resumable(state, model_cfg, cfg)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scaler.load_state_dict(state["scaler"])
         step = state["step"]
         set_rng_state(state["rng"])
-        if step >= cfg.steps:
-            raise CheckpointError(f"checkpoint {cfg.checkpoint!r} is already at step {step} of {cfg.steps}")
 
     # 3. Compile (optional): the first step pays for it
     forward = torch.compile(model) if cfg.compile else model
@@ -475,7 +489,7 @@ def train(
 
     records: list[StepRecord] = []
     saved_at: list[int] = []
-    pending: list[tuple[int, float, torch.Tensor, torch.Tensor]] = []  # steps not logged yet
+    pending: list[tuple[int, float, torch.Tensor, torch.Tensor]] = []  # (step, lr, loss, grad norm) not logged yet
     bar = tqdm(total=cfg.steps, initial=step, file=progress, disable=progress is None, unit="step")
     _synchronize(device)
     interval_start = time.perf_counter()
@@ -509,14 +523,15 @@ def train(
         step += 1
         pending.append((step, lr, loss_sum / cfg.accum, grad_norm.detach()))
 
-        # 8. Log: read the losses back (a CPU-GPU sync), time the interval, measure memory
+        # 8. Log, every log_every steps and at the last: read the pending values back, time the interval
         if step % cfg.log_every == 0 or step == last:
-            _synchronize(device)
-            seconds = (time.perf_counter() - interval_start) / len(pending)
-            values = torch.stack([torch.stack([l.float(), g.float()]) for _, _, l, g in pending]).tolist()
+            _synchronize(device)  # wait for the queued steps (a CPU-GPU sync point), then time them
+            seconds = (time.perf_counter() - interval_start) / len(pending)  # the interval's mean step time
+            losses = torch.stack([loss for _, _, loss, _ in pending]).tolist()
+            norms = torch.stack([norm for _, _, _, norm in pending]).tolist()
+            tokens_per_s = cfg.tokens_per_step / seconds
             peak_bytes = memory.peak_added_bytes()
-            for (number, step_lr, _, _), (loss_value, norm_value) in zip(pending, values):
-                tokens_per_s = cfg.tokens_per_step / seconds
+            for (number, step_lr, _, _), loss_value, norm_value in zip(pending, losses, norms):
                 record = StepRecord(
                     step=number, loss=loss_value, lr=step_lr, grad_norm=norm_value, seconds=seconds,
                     tokens_per_s=tokens_per_s, mfu=flops_per_token * tokens_per_s / peak_flop_per_s,
@@ -526,17 +541,20 @@ def train(
                 if on_step is not None:
                     on_step(record)
             bar.update(len(pending))
-            bar.set_postfix(loss=f"{values[-1][0]:.3f}", lr=f"{lr:.2e}", tok_s=f"{cfg.tokens_per_step / seconds:,.0f}")
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
             pending = []
+            interval_start = time.perf_counter()  # the next interval starts now: logging is not a step's time
 
-        # 9. Checkpoint: every save_every steps, at stop_after and at the end
+        # 9. Checkpoint: every save_every steps, at stop_after and at the end; the clock stops meanwhile
         if cfg.checkpoint is not None and (
             (cfg.save_every is not None and step % cfg.save_every == 0) or step == last
         ):
+            _synchronize(device)  # the steps' queued GPU work belongs to the steps, not to the save
+            pause_start = time.perf_counter()
             save_checkpoint({
                 "format": CHECKPOINT_FORMAT,
                 "model_config": dataclasses.asdict(model_cfg),
-                "run": cfg.run_fields(),
+                "run": cfg.run_fields(),  # the seed among them: with `step` it fixes the data stream's position
                 "step": step,
                 "model": model.state_dict(),  # the uncompiled module: no "_orig_mod." prefixes
                 "optimizer": optimizer.state_dict(),
@@ -545,9 +563,7 @@ def train(
                 "rng": rng_state(),
             }, cfg.checkpoint)
             saved_at.append(step)
-        if step % cfg.log_every == 0 or step == last:
-            _synchronize(device)
-            interval_start = time.perf_counter()  # the checkpoint's time is not a training step's
+            interval_start += time.perf_counter() - pause_start  # the save's time is not a step's
     bar.close()
 
     return TrainResult(

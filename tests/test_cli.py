@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from lecturelib.__main__ import main
 from lecturelib.configs import MODELS, from_name
@@ -250,6 +253,22 @@ def test_cli_subprocess_bad_input_no_traceback(argv: list[str]) -> None:
 TRAIN_ARGS = ["train", "--model", "gpt-tiny", "--seq-len", "32"]
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One intra-op thread while the loop trains: on a busy 2-core machine two threads wait on each other (up to 30x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run_train_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`python -m lecturelib train ...` in a subprocess with one thread (OMP_NUM_THREADS=1, as one_thread)."""
+    return subprocess.run([sys.executable, "-m", "lecturelib", *argv], capture_output=True, text=True, cwd=REPO,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+@pytest.mark.usefixtures("one_thread")
 def test_cli_train_json_keys_and_steps(capsys: pytest.CaptureFixture[str]) -> None:
     result = run_json(capsys, *TRAIN_ARGS, "--steps", "3", "--batch", "2", "--accum", "2")
     assert {"final_loss", "losses", "first_step", "step", "tokens_per_s", "mfu", "peak_memory_bytes",
@@ -260,20 +279,23 @@ def test_cli_train_json_keys_and_steps(capsys: pytest.CaptureFixture[str]) -> No
     assert result["mfu"] > 0 and result["peak_memory_bytes"] >= 0  # type: ignore[operator]
 
 
-def test_cli_train_resume_is_bit_identical(tmp_path: Path) -> None:
-    """--steps 8 in one run == --stop-after 4, then --resume, in fresh processes: steps 5-8 bit for bit."""
+@pytest.mark.usefixtures("one_thread")
+def test_cli_train_resume_is_bit_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--steps 8 in one run == --stop-after 4, then --resume in a fresh process: steps 5-8 bit for bit."""
     path = str(tmp_path / "run.pt")
-    common = [*TRAIN_ARGS, "--steps", "8", "--batch", "4", "--json"]
-    whole, first, rest = (run_cli(*common, *extra) for extra in
-                          ([], ["--checkpoint", path, "--stop-after", "4"], ["--checkpoint", path, "--resume"]))
-    assert (whole.returncode, first.returncode, rest.returncode) == (0, 0, 0), rest.stderr
-    whole_json, first_json, rest_json = (json.loads(p.stdout) for p in (whole, first, rest))
+    common = [*TRAIN_ARGS, "--steps", "8", "--batch", "4"]
+    whole_json = run_json(capsys, *common)
+    first_json = run_json(capsys, *common, "--checkpoint", path, "--stop-after", "4")
+    rest = run_train_cli(*common, "--checkpoint", path, "--resume", "--json")  # nothing carried over in memory
+    assert rest.returncode == 0, rest.stderr
+    rest_json = json.loads(rest.stdout)
     assert (first_json["first_step"], first_json["step"]) == (1, 4)
     assert (rest_json["first_step"], rest_json["step"]) == (5, 8)
     assert first_json["losses"] == whole_json["losses"][:4]
     assert rest_json["losses"] == whole_json["losses"][4:]  # JSON floats round-trip exactly: bit-identical
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_cli_train_accumulation_matches_big_batch(capsys: pytest.CaptureFixture[str]) -> None:
     big = run_json(capsys, *TRAIN_ARGS, "--steps", "8", "--batch", "8", "--accum", "1", "--seed", "3")
     small = run_json(capsys, *TRAIN_ARGS, "--steps", "8", "--batch", "2", "--accum", "4", "--seed", "3")
@@ -282,6 +304,7 @@ def test_cli_train_accumulation_matches_big_batch(capsys: pytest.CaptureFixture[
         assert abs(a - b) <= 1e-5 * abs(a)
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_cli_train_table_prints_a_line_per_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*TRAIN_ARGS, "--steps", "2", "--batch", "2"]) == 0
     out, err = capsys.readouterr()
@@ -304,6 +327,7 @@ def test_cli_train_table_prints_a_line_per_step(capsys: pytest.CaptureFixture[st
         ([*TRAIN_ARGS, "--steps", "2", "--batch", "1", "--checkpoint", "/nonexistent/dir/c.pt"], "/nonexistent/dir"),
     ],
 )
+@pytest.mark.usefixtures("one_thread")
 def test_cli_train_bad_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     assert main(argv) == 2
     out, err = capsys.readouterr()
@@ -312,6 +336,7 @@ def test_cli_train_bad_input_exits_2(capsys: pytest.CaptureFixture[str], argv: l
 
 
 @pytest.mark.parametrize("content", [None, b"\x00 not a checkpoint", b""])
+@pytest.mark.usefixtures("one_thread")
 def test_cli_train_unreadable_checkpoint_exits_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes | None
 ) -> None:
@@ -327,7 +352,7 @@ def test_cli_train_unreadable_checkpoint_exits_2(
 def test_cli_train_subprocess_bad_checkpoint_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "c.pt"
     path.write_bytes(b"\x00 not a checkpoint")
-    proc = run_cli(*TRAIN_ARGS, "--steps", "4", "--batch", "2", "--checkpoint", str(path), "--resume", "--json")
+    proc = run_train_cli(*TRAIN_ARGS, "--steps", "4", "--batch", "2", "--checkpoint", str(path), "--resume", "--json")
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("lecturelib: error: cannot read checkpoint")
@@ -430,3 +455,14 @@ def test_cli_h2d_bad_input_exits_2_one_line(capsys: pytest.CaptureFixture[str], 
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("lecturelib: error: ")
     assert message in err
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_cli_train_resume_past_stop_after_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = str(tmp_path / "c.pt")
+    common = [*TRAIN_ARGS, "--steps", "4", "--batch", "1", "--checkpoint", path, "--stop-after", "2"]
+    assert main([*common, "--json"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--resume"]) == 2  # the checkpoint is at step 2 already: nothing to run
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "already at step 2" in err

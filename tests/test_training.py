@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,18 @@ TINY = from_name("gpt-tiny")
 # smaller still, for tests that only need the loop's bookkeeping: a step takes a few milliseconds
 MICRO = dataclasses.replace(TINY, name="gpt-micro", n_layer=1, n_head=2, n_kv_head=2, d_model=32, d_ff=128, n_ctx=64)
 PEAK = 1e11  # a fixed MFU reference: no matmul is measured in these tests
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """One intra-op thread: on a busy 2-core machine two threads wait on each other (up to 30x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+ONE_THREAD_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # the same, for a subprocess
 
 
 def run(model_cfg: ModelConfig = MICRO, **fields: object) -> training.TrainResult:
@@ -257,7 +271,7 @@ def test_checkpoint_holds_every_state(tmp_path: Path) -> None:
     state = load_checkpoint(path)
     assert state["format"] == CHECKPOINT_FORMAT and state["step"] == 3
     assert set(state) >= {"model", "optimizer", "scaler", "schedule", "rng", "run", "model_config"}
-    assert set(state["rng"]) == {"torch", "cuda", "python", "numpy"}
+    assert set(state["rng"]) == {"torch", "cuda", "mps", "python", "numpy"}
     assert state["schedule"] == {"max_lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 0, "decay_steps": 6}
 
 
@@ -306,7 +320,7 @@ def test_save_checkpoint_killed_midway_keeps_the_old_file(tmp_path: Path) -> Non
         training.torch.save = die
         training.save_checkpoint({{"format": training.CHECKPOINT_FORMAT, "step": 2}}, {str(path)!r})
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300, env=ONE_THREAD_ENV)
     assert proc.returncode == 9
     assert load_checkpoint(path)["step"] == 1  # the target was never touched
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "c.pt"]
@@ -338,8 +352,42 @@ def test_resume_another_run_raises(tmp_path: Path) -> None:
 def test_resume_finished_run_raises(tmp_path: Path) -> None:
     path = str(tmp_path / "c.pt")
     run(steps=2, checkpoint=path)
-    with pytest.raises(CheckpointError, match="already at step 2 of 2"):
+    with pytest.raises(CheckpointError, match="already at step 2: nothing to run up to step 2"):
         run(steps=2, checkpoint=path, resume=True)
+
+
+def test_resume_past_stop_after_raises(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.pt")
+    run(steps=6, checkpoint=path, stop_after=4)
+    with pytest.raises(CheckpointError, match="already at step 4: nothing to run up to step 3"):
+        run(steps=6, checkpoint=path, stop_after=3, resume=True)
+    assert run(steps=6, checkpoint=path, stop_after=5, resume=True).losses == run(steps=6).losses[4:5]
+
+
+def test_missing_checkpoint_folder_raises_before_training(tmp_path: Path) -> None:
+    steps: list[int] = []
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        train(MICRO, TrainConfig(steps=2, batch=1, seq_len=8, checkpoint=str(tmp_path / "nowhere" / "c.pt")),
+              peak_flop_per_s=PEAK, on_step=lambda record: steps.append(record.step))
+    assert steps == []  # not one step trained before the error
+
+
+def test_checkpoint_time_is_not_a_step_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fake clock: 1 s per reading, and a save that takes 1000 s, on steps that are not logging steps
+    clock = [0.0]
+
+    def perf_counter() -> float:
+        clock[0] += 1.0
+        return clock[0]
+
+    def slow_save(state: object, path: object) -> None:
+        clock[0] += 1000.0
+
+    monkeypatch.setattr(training.time, "perf_counter", perf_counter)
+    monkeypatch.setattr(training, "save_checkpoint", slow_save)
+    result = run(steps=6, log_every=3, checkpoint=str(tmp_path / "c.pt"), save_every=2)
+    assert result.saved_at == (2, 4, 6)
+    assert all(r.seconds < 10 for r in result.records)  # a few clock readings per step, never the 1000 s save
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,12 +424,14 @@ def test_reference_flop_per_s_measures_cpu_once() -> None:
     assert training.reference_flop_per_s("cpu", "fp32") == (rate, source)  # cached: measured once
 
 
-def test_benchmark_script_runs_on_cpu() -> None:
+def test_benchmark_script_runs_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("train_mfu", REPO / "benchmarks" / "train_mfu.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
     argv = ["--model", "gpt-tiny", "--batch", "2", "--seq-len", "16", "--steps", "4", "--warmup", "2",
             "--log-every", "2", "--precision", "fp32", "--rounds", "1", "--device", "cpu"]
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "train_mfu.py"), *argv],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    assert script.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
     assert set(result["mfu"]) == {"course", "nanogpt_style"}
     assert all(v > 0 for values in result["tokens_per_s"].values() for v in values)
