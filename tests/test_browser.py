@@ -158,9 +158,10 @@ def move_a_widget(page: Page) -> bool:
         handle.focus()
         handle.press("End" if handle.get_attribute("aria-valuenow") != handle.get_attribute("aria-valuemax") else "Home")
     elif dropdown.count():
-        options = dropdown.first.locator("option").all_inner_texts()
-        current = dropdown.first.input_value()
-        dropdown.first.select_option(label=next(o for o in options if o != current))
+        menu = dropdown.first
+        menu.scroll_into_view_if_needed()
+        count, current = menu.evaluate("(s) => [s.options.length, s.selectedIndex]")
+        menu.select_option(index=(current + 1) % count)  # by position: a label may be rendered differently
     else:
         return False
     page.wait_for_function(f"(b) => ({IMAGE_SOURCES})().join() !== b.join()", arg=before, timeout=60_000)
