@@ -177,12 +177,12 @@ def command(config: Config, argv: list[str], *, writable: tuple[str, ...] | list
     if "--disable-userns" in config.features:
         args.append("--disable-userns")  # no nested user namespaces: less of the kernel to attack
     args += _system()
-    for path in config.read_only:
-        args += ["--ro-bind", path, path]
     args += ["--ro-bind", os.path.join(config.etc, "passwd"), "/etc/passwd",
              "--ro-bind", os.path.join(config.etc, "group"), "/etc/group"]
     args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind-try", "/sys", "/sys", *_gpu()]
     args += _tmpfs("/tmp", config, "1777") + _tmpfs("/dev/shm", config, "1777") + _tmpfs(HOME, config, "0700")
+    for path in config.read_only:  # after the tmpfs mounts: a course cloned under /tmp keeps its venv visible
+        args += ["--ro-bind", path, path]
     args += ["--dir", WORK, "--dir", f"{HOME}/.config/matplotlib"]
     for inside, fd in (files or {}).items():
         args += ["--file", str(fd), inside]
