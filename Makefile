@@ -38,4 +38,4 @@ instructor: $(STAMP)
 
 # Everyone and CI: the whole suite (lecturelib, notebooks, the autograding round trip) on both cores.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile --durations=25
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25

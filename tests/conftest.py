@@ -23,3 +23,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: igno
         terminalreporter.section("browser screenshots")
         for path in shots:
             terminalreporter.write_line(f"screenshot: {path}")
+
+
+# The longest test files first (CI runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`): each worker starts
+# on one of the two longest and the short files fill in around them, so neither waits for the other at the end.
+FIRST = ("tests/test_course_roundtrip.py", "tests/test_browser.py", "tests/test_course_build.py",
+         "tests/test_course_autograde.py", "solutions/")
+
+
+def pytest_collection_modifyitems(session, config, items):  # type: ignore[no-untyped-def]
+    def rank(item) -> int:  # type: ignore[no-untyped-def]
+        path = item.nodeid.split("::")[0]
+        return next((i for i, prefix in enumerate(FIRST) if path.startswith(prefix)), len(FIRST))
+
+    items.sort(key=rank)  # stable: the order within a file, and of the other files, stays as collected

@@ -182,18 +182,19 @@ def close_dialog(page: Page) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The student: every notebook, solved and untouched
+# The student: every notebook solved (and the pilot's untouched release)
 
 
 @pytest.fixture(scope="module")
 def student_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """The student's JupyterLab (jupyter/student) on a copy of the release: each notebook solved, and untouched."""
+    """The student's JupyterLab (jupyter/student) on a copy of the release: each notebook solved; the pilot also untouched."""
     root = tmp_path_factory.mktemp("student")
     for assignment in ASSIGNMENTS:
         for master in Course(ROOT).source_notebooks(assignment):
             release = read_notebook(ROOT / "notebooks" / assignment / master.name)
             write_notebook(fill_answers(release, read_notebook(master)), root / assignment / master.name)
-            write_notebook(release, root / assignment / "untouched" / master.name)
+            if assignment == PILOT:  # Validate on the untouched release: once, on the pilot
+                write_notebook(release, root / assignment / "untouched" / master.name)
     env = {"JUPYTER_CONFIG_DIR": str(ROOT / "jupyter" / "student")}
     with jupyter_lab(root, env, root / "lab.log") as server:
         yield server
@@ -222,7 +223,8 @@ def test_browser_student_runs_and_validates_each_notebook(browser, student_lab, 
             shot(page, f"student-{assignment}-3-validated")
             assert "validation-success" in kind and "Success! Your notebook passes all the tests." in text, text[:500]
             close_dialog(page)
-
+            if assignment != PILOT:
+                continue  # every untouched release fails every check in the round trip (nbgrader's same run)
             open_notebook(page, base, token, f"{assignment}/untouched/{master.name}")
             kind, text = validate(page)
             shot(page, f"student-{assignment}-4-untouched-validated")

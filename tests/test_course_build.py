@@ -83,20 +83,32 @@ def test_check_passes_a_sound_course_and_reports_drift(tmp_path: Path) -> None:
     assert any(p.startswith("solutions/stale.ipynb: stale") for p in problems)
 
 
-@pytest.mark.parametrize(
-    "hidden, expected",
-    [
-        ("expect_count(42, 42)", "ex1_1_test: check 2 passes on the untouched release"),
-        ("expect_count(double(21), 43)", "ex1_1_test fails on the solution"),
-        ("import sys; sys.stderr.write('x')\nexpect_count(double(21), 42)", "ex1_1_test writes to stderr"),
-        ("expect_count(double(21), 6 * 7)", "the expected value must be a literal"),
-    ],
-)
-def test_check_reports_tests_that_grade_wrongly(tmp_path: Path, hidden: str, expected: str) -> None:
-    course = toy_course(tmp_path, toy(hidden))
+WRONG_TESTS = [  # (a hidden test that grades wrongly, what check says about it)
+    ("expect_count(42, 42)", "check 2 passes on the untouched release"),
+    ("expect_count(double(21), 43)", "fails on the solution"),
+    ("import sys; sys.stderr.write('x')\nexpect_count(double(21), 42)", "writes to stderr"),
+]
+
+
+def test_check_reports_tests_that_grade_wrongly(tmp_path: Path) -> None:
+    """One toy notebook, a sound test cell and three that grade wrongly (one course: one build, two kernels)."""
+    nb = toy()
+    for i, (hidden, _) in enumerate(WRONG_TESTS, start=2):
+        nb.cells.append(cell("code", f"expect_count(double(2), 4)  # 2*2\n### BEGIN HIDDEN TESTS\n{hidden}\n"
+                             "### END HIDDEN TESTS", f"ex1_{i}_test", grade=True, points=1))
+    course = toy_course(tmp_path, nb)
     build(course)
     problems = check(course)
-    assert any(expected in p for p in problems), problems
+    for i, (_, expected) in enumerate(WRONG_TESTS, start=2):
+        assert any(f"ex1_{i}_test" in p and expected in p for p in problems), (i, expected, problems)
+    assert not [p for p in problems if "ex1_1_test" in p]  # the sound test cell is not reported
+
+
+def test_check_reports_arithmetic_in_an_expected_value_before_running(tmp_path: Path) -> None:
+    course = toy_course(tmp_path, toy("expect_count(double(21), 6 * 7)"))
+    build(course)
+    assert [p for p in check(course) if "ex1_1_test" in p] == [
+        "source/01_toy/01_toy.ipynb: ex1_1_test: line 3: the expected value must be a literal (arithmetic in a comment)"]
 
 
 def test_check_reports_outputs_and_grade_ids(tmp_path: Path) -> None:
