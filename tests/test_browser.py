@@ -89,7 +89,9 @@ def jupyter_lab(root: Path, env: dict[str, str], log: Path) -> Iterator[tuple[st
     cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--ServerApp.root_dir={root}", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
            "--LabApp.expose_app_in_browser=True"] + (["--allow-root"] if os.geteuid() == 0 else [])
-    full_env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", QUICK_ENV: "1"}
+    # one intra-op thread per kernel: the other half of CI's two cores grades the round trip meanwhile
+    full_env = {"OMP_NUM_THREADS": "1", **os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                QUICK_ENV: "1"}
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"

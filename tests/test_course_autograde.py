@@ -250,3 +250,14 @@ def test_format_table_says_what_waits_for_manual_grading() -> None:
     assert "9/9 autograded, 3 manual points to grade" in table
     assert "9/9 autograded, 2/3 graded by hand" in table
     assert table.splitlines()[-1].startswith("2 of 3 submissions autograded; 1 wait for manual grading")
+
+
+@pytest.mark.parametrize(("cores", "workers", "threads"), [(2, 2, "1"), (16, 4, "4"), (2, 3, "1"), (8, 1, "8")])
+def test_parallel_kernels_share_the_cores(monkeypatch: pytest.MonkeyPatch, cores: int, workers: int, threads: str) -> None:
+    from lecturelib.course.run import thread_env
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert thread_env(workers) == {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the instructor's setting wins; the sandbox passes it on
+    assert thread_env(workers) == {}
+    assert "OMP_NUM_THREADS" in sandbox.PASS_ENV

@@ -267,7 +267,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     check_sandbox(sandboxed)
     # CPU time per process: what all cores could use in the submission's time, a backstop only
     limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
-    with Run(course, sandboxed=sandboxed, limits=limits) as run:
+    with Run(course, sandboxed=sandboxed, limits=limits, workers=workers) as run:
         notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}))
         if not sandboxed:
             notes.append(f"graded with --no-sandbox: {NO_SANDBOX_RISK}")

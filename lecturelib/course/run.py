@@ -79,6 +79,16 @@ def remove_stale_private_folders() -> list[str]:
     return removed
 
 
+def thread_env(workers: int) -> dict[str, str]:
+    """Intra-op threads for each of `workers` kernels grading side by side: the cores shared out (at least one), so
+    that parallel kernels do not oversubscribe the CPU (idle OpenMP threads spin). An instructor's own
+    OMP_NUM_THREADS wins (the sandbox passes it on): then nothing is set."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return {}
+    n = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+
+
 class RunLocked(RuntimeError):
     """Another autograde run holds the course's lock."""
 
@@ -86,8 +96,9 @@ class RunLocked(RuntimeError):
 class Run:
     """The context of one autograde run (see the module's docstring)."""
 
-    def __init__(self, course: Course, *, sandboxed: bool, limits: sandbox.Limits) -> None:
+    def __init__(self, course: Course, *, sandboxed: bool, limits: sandbox.Limits, workers: int = 1) -> None:
         self.course, self.sandboxed, self.limits = course, sandboxed, limits
+        self.threads = thread_env(workers)
         self.logs = course.root / "logs" / "autograde"
         self.state = self.logs / "run"
         self.notes: list[str] = []
@@ -116,8 +127,8 @@ class Run:
             if self.sandboxed:
                 self.sandbox_config = sandbox.write_config(
                     self.private / "sandbox", limits=self.limits, hidden=[self.course.root],
-                    env={k: v for k, v in nbgrader_env(self.private / "probe").items()
-                         if k in ("PYTHONWARNINGS", "LECTURELIB_QUICK")})
+                    env={**{k: v for k, v in nbgrader_env(self.private / "probe").items()
+                            if k in ("PYTHONWARNINGS", "LECTURELIB_QUICK")}, **self.threads})
                 sandbox.write_kernelspec(self.private / "jupyter", self.sandbox_config)
         except BaseException:
             self.__exit__(None, None, None)
@@ -213,7 +224,7 @@ class Run:
 
     def env(self, folder: Path) -> dict[str, str]:
         """nbgrader's clean environment for one submission, with the sandbox's kernelspec (or none, stated)."""
-        env = nbgrader_env(folder)
+        env = {**nbgrader_env(folder), **self.threads}
         env[SANDBOX_ENV] = "bwrap" if self.sandboxed else "none"
         env[sandbox.STATE_ENV] = str(folder / "state")
         if self.sandboxed:
