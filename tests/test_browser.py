@@ -45,6 +45,7 @@ def _chromium() -> str | None:
 CHROMIUM = _chromium()
 try:
     from playwright.sync_api import Page, sync_playwright
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 except ImportError:  # pragma: no cover - requirements.txt pins playwright
     sync_playwright = None  # type: ignore[assignment]
 
@@ -304,8 +305,17 @@ def test_browser_instructor_grades_a_reflection_and_it_is_saved(browser, instruc
         assert page.get_by_text("Reference answer").count() >= 1  # the solved submission's written answer is shown
         page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_CHTML, mjx-container').length > 0",
                                timeout=60_000)  # formulas typeset, with no internet: MathJax came from the server
-        score.fill("2")
-        score.press("Tab")  # Formgrader saves on change
+        saved = lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT"  # noqa: E731
+        for attempt in range(3):  # a field filled before Formgrader has bound it is reset: type again
+            try:
+                with page.expect_response(saved, timeout=30_000) as response:
+                    score.fill("2")
+                    score.press("Tab")  # Formgrader saves on change
+                assert response.value.ok, response.value.status
+                break
+            except PlaywrightTimeout:
+                if attempt == 2:
+                    raise
         deadline = time.monotonic() + 30
         while True:
             with Gradebook(f"sqlite:///{course.gradebook}") as gb:

@@ -104,22 +104,19 @@ def test_check_reports_tests_that_grade_wrongly(tmp_path: Path) -> None:
     assert not [p for p in problems if "ex1_1_test" in p]  # the sound test cell is not reported
 
 
-def test_check_reports_arithmetic_in_an_expected_value_before_running(tmp_path: Path) -> None:
-    course = toy_course(tmp_path, toy("expect_count(double(21), 6 * 7)"))
-    build(course)
-    assert [p for p in check(course) if "ex1_1_test" in p] == [
-        "source/01_toy/01_toy.ipynb: ex1_1_test: line 3: the expected value must be a literal (arithmetic in a comment)"]
 
 
-def test_check_reports_outputs_and_grade_ids(tmp_path: Path) -> None:
-    nb = toy()
+def test_check_reports_outputs_grade_ids_and_arithmetic_before_running(tmp_path: Path) -> None:
+    nb = toy("expect_count(double(21), 6 * 7)")  # arithmetic in the expected value: found without running
     nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="hi")]
     nb.cells[0].metadata["nbgrader"]["grade_id"] = "setup"  # now two cells are "setup"
     course = toy_course(tmp_path, nb)
     build(course)
-    problems = check(course, run=False)
+    problems = check(course)
     assert any("1 stored outputs" in p for p in problems)
     assert any("grade_id 'setup' is used by 2 cells" in p for p in problems)
+    assert [p for p in problems if "ex1_1_test" in p] == [
+        "source/01_toy/01_toy.ipynb: ex1_1_test: line 3: the expected value must be a literal (arithmetic in a comment)"]
 
 
 def test_course_cli_rejects_unknown_assignment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

