@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 from typing import Any
@@ -25,6 +26,9 @@ def _assignments(course: Course, names: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # nbclient's kernel-alive poller may end in an AssertionError once a kernel it ran is shut down (its client is
+    # gone); asyncio would print that task's traceback in the instructor's terminal. It is never a notebook's problem.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     parser = argparse.ArgumentParser(prog="python -m lecturelib.course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="regenerate notebooks/ (the release) and solutions/ from source/")
