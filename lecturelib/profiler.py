@@ -1,12 +1,13 @@
-"""Profiling: a torch.utils.benchmark timer, memory snapshots, the peak memory of a call, live tensor bytes."""
+"""Profiling: a torch.utils.benchmark timer, interleaved A/B timing, memory snapshots, the peak memory of a call, live tensor bytes."""
 
 from __future__ import annotations
 
 import ctypes
+import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import psutil
@@ -382,6 +383,105 @@ def time_each_call(
         torch.set_num_threads(previous_threads)
     accelerator = _accelerator()
     return CallTimes(tuple(sorted(times)), "cpu" if accelerator is None else accelerator.type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interleaved A/B timing: a ratio that means something on a busy machine
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """time(a) / time(b) over interleaved rounds: the median round's ratio and the range of all rounds."""
+
+    median: float  # the median of the per-round ratios
+    low: float  # the smallest per-round ratio
+    high: float  # the largest per-round ratio
+
+    def above(self, x: float) -> bool:
+        """Every round put the ratio above x: a difference the noise of this run cannot explain."""
+        return self.low > x
+
+    def below(self, x: float) -> bool:
+        """Every round put the ratio below x."""
+        return self.high < x
+
+    def __str__(self) -> str:
+        return f"{self.median:.2f}x (rounds {self.low:.2f}-{self.high:.2f}x)"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Seconds per call of several callables, timed in interleaved rounds (see compare())."""
+
+    seconds: dict[str, tuple[float, ...]]  # name -> seconds per call in each round, in round order
+    calls_per_round: dict[str, int]  # name -> calls timed together in each round
+    run_s: float  # wall-clock seconds of the whole comparison, warm-up included
+    device: str  # what was synchronized around each round: "cuda", "mps", ... or "cpu"
+
+    def median_s(self, name: str) -> float:
+        """The median round's seconds per call."""
+        return statistics.median(self.seconds[name])
+
+    def best_s(self, name: str) -> float:
+        """The fastest round's seconds per call: the one least disturbed by other processes."""
+        return min(self.seconds[name])
+
+    def ratio(self, a: str, b: str) -> Ratio:
+        """time(a) / time(b), round by round: both were timed back to back, so a load change hits both."""
+        per_round = [x / y for x, y in zip(self.seconds[a], self.seconds[b])]
+        return Ratio(statistics.median(per_round), min(per_round), max(per_round))
+
+
+def compare(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    rounds: int = 7,
+    min_round_s: float = 0.02,
+    warmup: int = 2,
+    num_threads: int | None = None,
+) -> Comparison:
+    """Time callables in interleaved rounds (A B C, C B A, ...), each round of each long enough to rise above noise."""
+    # A/B timing done one after the other measures the machine's load as much as the code: a neighbour that
+    # starts halfway slows only B. Interleaving puts every round of A next to a round of B, alternating which
+    # goes first (drift cancels), so a ratio taken round by round compares like with like.
+    if len(fns) < 1 or rounds < 1 or min_round_s <= 0:
+        raise ValueError(f"need at least one callable, rounds >= 1 and min_round_s > 0, got {len(fns)}, {rounds}, {min_round_s}")
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(num_threads or previous_threads)
+    start = time.perf_counter()
+    try:
+        calls: dict[str, int] = {}
+        for name, fn in fns.items():
+            for _ in range(warmup):  # first calls pay for allocation, kernel selection, lazy loading
+                fn()
+            _synchronize()
+            n, took = 1, 0.0
+            while True:  # calibrate: calls per round so that a round lasts at least min_round_s
+                took = _time_calls(fn, n)
+                if took >= min_round_s:
+                    break
+                n = max(n + 1, min(n * 10, int(n * 1.2 * min_round_s / max(took, 1e-9)) + 1))
+            calls[name] = n
+        seconds: dict[str, list[float]] = {name: [] for name in fns}
+        order = list(fns)
+        for r in range(rounds):
+            for name in order if r % 2 == 0 else reversed(order):
+                seconds[name].append(_time_calls(fns[name], calls[name]) / calls[name])
+    finally:
+        torch.set_num_threads(previous_threads)
+    accelerator = _accelerator()
+    return Comparison({k: tuple(v) for k, v in seconds.items()}, calls, time.perf_counter() - start,
+                      "cpu" if accelerator is None else accelerator.type)
+
+
+def _time_calls(fn: Callable[[], object], n: int) -> float:
+    """Seconds for n calls, the accelerator's queue empty before and after (sync points)."""
+    _synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    _synchronize()
+    return time.perf_counter() - t0
 
 
 # --- Tensor bytes alive, operator by operator (CUDA's max_memory_allocated, on any device) ---------------

@@ -12,6 +12,7 @@ from lecturelib.profiler import (
     MemoryProfiler,
     Timing,
     benchmark,
+    compare,
     fit_fixed_cost,
     format_snapshots,
     format_timing,
@@ -281,3 +282,42 @@ def test_release_free_heap_returns_a_bool() -> None:
     from lecturelib.profiler import release_free_heap
 
     assert isinstance(release_free_heap(), bool)  # True on glibc when memory went back to the OS
+
+
+# --- compare: interleaved A/B rounds ----------------------------------------------------------------
+
+
+def test_compare_interleaves_rounds_and_alternates_who_goes_first() -> None:
+    calls: list[str] = []
+    result = compare({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=4,
+                     min_round_s=1e-4, warmup=0)
+    na, nb = result.calls_per_round["a"], result.calls_per_round["b"]
+    # the last two rounds: round 2 runs a then b, round 3 runs b then a
+    assert calls[-2 * (na + nb):] == ["a"] * na + ["b"] * nb + ["b"] * nb + ["a"] * na
+    assert len(result.seconds["a"]) == len(result.seconds["b"]) == 4
+
+
+def test_compare_ratio_sees_a_twice_as_long_sleep() -> None:
+    result = compare({"slow": lambda: time.sleep(0.002), "fast": lambda: time.sleep(0.001)}, rounds=3,
+                     min_round_s=0.01, warmup=1)
+    ratio = result.ratio("slow", "fast")
+    assert 1.2 < ratio.median < 2.5  # sleeps overshoot by a little, never undershoot
+    assert ratio.low <= ratio.median <= ratio.high
+    assert result.best_s("slow") <= result.median_s("slow") and result.best_s("slow") >= 0.002
+    assert result.run_s >= 3 * (0.01 + 0.01)
+    assert ratio.above(1.0) == (ratio.low > 1.0) and not ratio.below(ratio.low)
+    assert str(ratio).endswith("x)")
+
+
+def test_compare_rounds_last_at_least_min_round_s() -> None:
+    result = compare({"sleep": lambda: time.sleep(0.001)}, rounds=2, min_round_s=0.01, warmup=0)
+    assert result.calls_per_round["sleep"] * result.median_s("sleep") >= 0.01
+
+
+def test_compare_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        compare({}, rounds=3)
+    with pytest.raises(ValueError):
+        compare({"a": lambda: None}, rounds=0)
+    with pytest.raises(ValueError):
+        compare({"a": lambda: None}, min_round_s=0)
