@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -516,6 +517,7 @@ def kernel_roofline_figure(
 # --- memory: what a training step holds (notebook 05) --------------------------------------------------------
 
 GB = 10**9  # the unit of the memory figures, as datasheets count it (PyTorch and nvidia-smi print GiB = 2**30)
+MEMORY_LABEL_CHARS = 14  # characters per line of a bar's label: what fits under a bar of 1.3 inches
 
 
 def memory_stack_figure(
@@ -538,16 +540,20 @@ def memory_stack_figure(
     if capacity_bytes is not None and (not math.isfinite(capacity_bytes) or capacity_bytes <= 0):
         raise ValueError("capacity_bytes must be positive and finite")
     colours = plt.get_cmap("tab10")
-    fig, ax = plt.subplots(figsize=(max(4.8, 1.1 * len(columns) + 3.4), 4.4))
+    fig, ax = plt.subplots(figsize=(max(4.8, 1.3 * len(columns) + 3.4), 4.4))
     labels = list(columns)
+    xs = list(range(len(labels)))
     bottoms = [0.0] * len(labels)
     for i, part in enumerate(parts):
         heights = [columns[label].get(part, 0.0) / GB for label in labels]
-        ax.bar(labels, heights, bottom=bottoms, label=part, color=colours(i % 10))
+        ax.bar(xs, heights, bottom=bottoms, label=part, color=colours(i % 10))
         bottoms = [b + h for b, h in zip(bottoms, heights)]
-    for x, total in enumerate(bottoms):
+    # each line of a label wrapped to the width of one bar, so that neighbouring labels never overlap
+    ticks = ["\n".join(textwrap.fill(line, width=MEMORY_LABEL_CHARS) for line in label.split("\n")) for label in labels]
+    ax.set_xticks(xs, ticks)
+    for x, total in zip(xs, bottoms):
         ax.annotate(f"{total:,.1f}", (x, total), textcoords="offset points", xytext=(0, 3), ha="center",
-                    fontsize="small")
+                    fontsize="small", bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"})
     top = max([*bottoms, 0.0 if capacity_bytes is None else capacity_bytes / GB])
     ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)  # room for the totals above the bars
     if capacity_bytes is not None:

@@ -371,6 +371,14 @@ def test_memory_stack_figure_stacks_parts_in_gb():
     assert ax.get_ylim()[1] >= 4.0  # the capacity line and the totals stay inside the axes
 
 
+def test_memory_stack_figure_wraps_each_label_to_the_width_of_one_bar():
+    fig = plots.memory_stack_figure({"bf16-autocast-adamw\nnone recompute": {"w": 1e9}, "fp32": {"w": 2e9}})
+    (ax,) = fig.axes
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["bf16-autocast-\nadamw\nnone recompute", "fp32"]  # broken after the hyphen, lines kept
+    assert all(len(line) <= plots.MEMORY_LABEL_CHARS for tick in ticks for line in tick.split("\n"))
+
+
 @pytest.mark.parametrize("columns", [{}, {"a": {"w": -1.0}}, {"a": {"w": float("nan")}}])
 def test_memory_stack_figure_rejects_bad_columns(columns):
     with pytest.raises(ValueError):
