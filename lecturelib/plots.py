@@ -716,3 +716,45 @@ def h2d_bandwidth_figure(
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+# --- notebook 01: the latency of a dependent load against working set ----------------------------------------
+
+
+def latency_sweep_figure(
+    series: dict[str, tuple[Sequence[int], Sequence[float]]],
+    cache_bytes: dict[str, int],
+    *,
+    baseline_ns: float | None = None,
+    baseline_label: str = "baseline",
+    title: str = "Latency of a dependent load against working set",
+) -> Figure:
+    """Nanoseconds per dependent load against working-set size (log x), a dashed line per cache, a dotted baseline."""
+    if not series:
+        raise ValueError("series needs at least one (working sets, ns per load) pair")
+    for name, (sizes, ns) in series.items():
+        _check_series(sizes, ns, f"{name} sizes", f"{name} ns per load")
+    if any(size <= 0 for size in cache_bytes.values()):
+        raise ValueError("cache sizes must be positive")
+    if baseline_ns is not None and not (math.isfinite(baseline_ns) and baseline_ns > 0):
+        raise ValueError("baseline_ns must be positive and finite")
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    for name, (sizes, ns) in series.items():
+        ax.plot(sizes, ns, "o-", markersize=4, label=name)
+    if baseline_ns is not None:
+        ax.axhline(baseline_ns, color="black", linestyle=":", linewidth=1.0, label=baseline_label)
+    for name, size in cache_bytes.items():
+        ax.axvline(size, color="gray", linestyle="--", linewidth=0.8)
+        ax.annotate(f"{name} {binary_bytes(size)}", (size, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(-3, -3), textcoords="offset points", rotation=90, ha="right", va="top",
+                    fontsize="small", color="dimgray")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)  # linear: the step from one tier to the next is a difference of nanoseconds
+    ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
+    ax.set_xlabel("working set (bytes the chain runs through)")
+    ax.set_ylabel("ns per dependent load")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="center left", fontsize="small")  # latencies grow to the right; the cache labels hang from the top
+    fig.tight_layout()
+    return fig

@@ -467,3 +467,31 @@ def test_h2d_bandwidth_figure_draws_series_in_gb_per_s_and_ceilings():
     assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
     with pytest.raises(ValueError):
         plots.h2d_bandwidth_figure(sizes, {"pinned": [1e9, 0.0, 1e9]})
+
+
+def test_latency_sweep_figure_draws_series_baseline_and_cache_lines():
+    fig = plots.latency_sweep_figure(
+        {"random": ([4096, 2**20, 2**27], [40.0, 45.0, 150.0]), "sequential": ([2**27], [44.0])},
+        {"L1d": 48 * 1024, "L2": 2**21},
+        baseline_ns=40.0,
+        baseline_label="Python + L1",
+    )
+    (ax,) = fig.axes
+    random_line, sequential, baseline, l1, l2 = ax.lines
+    assert list(random_line.get_ydata()) == [40.0, 45.0, 150.0]  # drawn in ns, as given
+    assert list(sequential.get_xdata()) == [2**27]
+    assert list(baseline.get_ydata()) == [40.0, 40.0]  # horizontal
+    assert list(l1.get_xdata()) == [48 * 1024, 48 * 1024] and list(l2.get_xdata()) == [2**21, 2**21]
+    assert [t.get_text() for t in ax.texts] == ["L1d 48 KiB", "L2 2 MiB"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["random", "sequential", "Python + L1"]
+    assert (ax.get_xscale(), ax.get_yscale(), ax.get_ylim()[0]) == ("log", "linear", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("series", "caches", "baseline"),
+    [({}, {}, None), ({"r": ([1024], [0.0])}, {}, None), ({"r": ([1024, 2048], [1.0])}, {}, None),
+     ({"r": ([1024], [1.0])}, {"L1d": 0}, None), ({"r": ([1024], [1.0])}, {}, 0.0)],
+)
+def test_latency_sweep_figure_rejects_bad_input(series, caches, baseline):
+    with pytest.raises(ValueError):
+        plots.latency_sweep_figure(series, caches, baseline_ns=baseline)
