@@ -283,10 +283,17 @@ def _child(worker: Worker, rank: int, world: int, arg: Any, port: int, backend: 
            conn: multiprocessing.connection.Connection, log_path: str) -> None:
     """One rank: quiet its output, join the group, run the worker, send back ("ok", result) or ("error", text)."""
     _die_with_parent()
-    status, payload = "error", ""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log, 1)  # what c10d and gloo print (C++ warnings such as an unresolvable host name) goes to a file:
     os.dup2(log, 2)  # the notebook shows it only if this rank fails
+    reported = False
+
+    def report(status: str, payload: Any) -> None:
+        nonlocal reported
+        if not reported:
+            conn.send((status, payload))
+            reported = True
+
     try:
         import torch
         import torch.distributed as dist
@@ -298,20 +305,27 @@ def _child(worker: Worker, rank: int, world: int, arg: Any, port: int, backend: 
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout_s))
         try:
-            payload, status = worker(rank, world, arg), "ok"
+            report("ok", worker(rank, world, arg))
+        except BaseException:
+            report("error", _failure(log_path))  # before the group is torn down: the first report names the cause,
+            raise  # not the other ranks' "connection reset" that the teardown causes
         finally:
             dist.destroy_process_group()
     except BaseException:  # noqa: BLE001 - everything goes back to the parent, which raises
-        payload = traceback.format_exc()
-        with contextlib.suppress(OSError):
-            sys.stderr.flush()
-            with open(log_path, errors="replace") as f:
-                printed = f.read()[-2000:]
-            payload += ("\nwhat this rank printed:\n" + printed) if printed.strip() else ""
-    try:
-        conn.send((status, payload))
+        report("error", _failure(log_path))
     finally:
         conn.close()
+
+
+def _failure(log_path: str) -> str:
+    """The exception being handled, and the tail of what this rank printed."""
+    text = traceback.format_exc()
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+        with open(log_path, errors="replace") as f:
+            printed = f.read()[-2000:]
+        text += ("\nwhat this rank printed:\n" + printed) if printed.strip() else ""
+    return text
 
 
 def run_group(worker: Worker, world: int, arg: Any = None, *, timeout_s: float = 60.0, backend: str | None = None,
@@ -355,10 +369,16 @@ def run_group(worker: Worker, world: int, arg: Any = None, *, timeout_s: float =
 
 def _collect(procs: list[Any], readers: list[multiprocessing.connection.Connection], deadline: float) -> list[Any]:
     results: dict[int, Any] = {}
-    while len(results) < len(procs):
-        pending = {readers[r]: r for r in range(len(procs)) if r not in results}
-        ready = multiprocessing.connection.wait(list(pending), timeout=max(0.0, deadline - time.monotonic()))
+    failures: list[str] = []  # in the order they arrived: the first is usually the cause, the rest its echoes
+    failed: set[int] = set()
+    grace = math.inf  # once a rank has failed, the others get GRACE_S to report theirs
+    while len(results) + len(failures) < len(procs):
+        pending = {readers[r]: r for r in range(len(procs)) if r not in results and r not in failed}
+        timeout = max(0.0, min(deadline, grace) - time.monotonic())
+        ready = multiprocessing.connection.wait(list(pending), timeout=timeout) if pending else []
         if not ready:
+            if failures:
+                break
             late = sorted(pending.values())
             raise GroupFailed(f"ranks {late} did not finish within the timeout; every rank was stopped")
         for conn in ready:
@@ -368,11 +388,19 @@ def _collect(procs: list[Any], readers: list[multiprocessing.connection.Connecti
                 status, payload = conn.recv()
             except EOFError:
                 procs[rank].join(timeout=1)
-                raise GroupFailed(f"rank {rank} died (exit code {procs[rank].exitcode}) before it reported") from None
-            if status != "ok":
-                raise GroupFailed(f"rank {rank} failed:\n{payload}")
-            results[rank] = payload
+                status, payload = "died", f"exit code {procs[rank].exitcode}, before it reported"
+            if status == "ok":
+                results[rank] = payload
+                continue
+            failures.append(f"rank {rank} {'failed' if status == 'error' else 'died'}:\n{payload}")
+            failed.add(rank)
+            grace = min(grace, time.monotonic() + GRACE_S)
+    if failures:
+        raise GroupFailed("\n".join(failures))
     return [results[r] for r in range(len(procs))]
+
+
+GRACE_S = 1.0
 
 
 # ---------------------------------------------------------------------------------------------

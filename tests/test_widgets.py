@@ -118,3 +118,20 @@ def test_draw_kernel_roofline_says_when_a_device_lacks_the_dtype() -> None:
     fig = draw_kernel_roofline("t4", "bf16", "matmul", 64)  # Turing: no bf16 tensor cores
     assert [t.get_text() for t in fig.axes[0].texts] == ["t4 has no bf16 peak in hardware.PEAKS"]
     plt.close(fig)
+
+
+def test_training_run_explorer_redraws_the_napkin_math() -> None:
+    from lecturelib import comm
+    from lecturelib.widgets import draw_training_run, training_run_explorer
+
+    explorer = training_run_explorer(show=False)
+    assert list(explorer.controls["link"].options) == [(v.name, k) for k, v in comm.LINKS.items()]
+    explorer.controls["n_gpus"].value = 8
+    explorer.controls["link"].value = "nvlink4"
+    assert explorer.redraws == 2 and explorer.values["n_gpus"] == 8
+    assert plt.get_fignums() == []
+    fig = draw_training_run(7e9, 2e12, 64, "100gbe", 0.4)
+    run = comm.plan_run(7e9, 2e12, 64, "100gbe", 0.4)
+    title = fig.axes[0].get_title()
+    assert f"{run.days:,.1f} days of compute" in title and f"{run.days_no_overlap:,.1f} with every" in title
+    plt.close(fig)
