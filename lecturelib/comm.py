@@ -507,6 +507,9 @@ def _mlp(spec: DDPSpec) -> Any:
     return torch.nn.Sequential(*layers)
 
 
+GRAD_SAMPLE = 1 << 22  # gradient elements a rank sends back (all of a CPU-sized model's; 16 MB of a GPU-sized one's)
+
+
 def ddp_worker(rank: int, world: int, spec: DDPSpec) -> dict[str, Any]:
     """Time training steps of an MLP, with DDP's all-reduce and without (no_sync), and log DDP's buckets."""
     import torch
@@ -604,10 +607,10 @@ def ddp_worker(rank: int, world: int, spec: DDPSpec) -> dict[str, Any]:
     zero_grad()
     with no_sync():
         backward(0)
-    local = _flat_grad(params)
+    local = _flat_grad(params)[:GRAD_SAMPLE]
     zero_grad()
     backward(0)
-    synced = _flat_grad(params)
+    synced = _flat_grad(params)[:GRAD_SAMPLE]
     return {"seconds": seconds, "buckets": buckets_log, "n_params": n_params, "backend": dist.get_backend(),
             "local_grad": local.cpu().numpy(), "synced_grad": synced.cpu().numpy()}
 
@@ -627,8 +630,8 @@ class DDPMeasurement:
     n_params: int
     seconds: dict[str, list[float]]  # variant -> seconds of every timed call of every rank
     buckets: dict[str, list[int]]  # variant -> elements of each bucket all-reduced in one call (rank 0)
-    local_grads: list[Any] = field(repr=False)  # per rank: its own flattened gradient of micro-batch 0 (NumPy)
-    synced_grads: list[Any] = field(repr=False)  # per rank: the gradient DDP left after a synced backward (NumPy)
+    local_grads: list[Any] = field(repr=False)  # per rank: its own flattened gradient of micro-batch 0 (NumPy; the
+    synced_grads: list[Any] = field(repr=False)  # first GRAD_SAMPLE elements) and the one DDP left after a synced backward
 
     def median_s(self, variant: str) -> float:
         """The median call of a variant."""
