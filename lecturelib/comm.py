@@ -286,6 +286,10 @@ def _child(worker: Worker, rank: int, world: int, arg: Any, port: int, backend: 
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log, 1)  # what c10d and gloo print (C++ warnings such as an unresolvable host name) goes to a file:
     os.dup2(log, 2)  # the notebook shows it only if this rank fails
+    # and Python's prints too: a forked child inherits the notebook kernel's sys.stdout, an object that talks to
+    # the kernel's I/O thread, which does not exist in the child
+    sys.stdout = open(1, "w", closefd=False, errors="replace")  # noqa: SIM115 - lives as long as the process
+    sys.stderr = open(2, "w", closefd=False, errors="replace")  # noqa: SIM115
     reported = False
 
     def report(status: str, payload: Any) -> None:
