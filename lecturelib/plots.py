@@ -948,3 +948,36 @@ def before_after_figure(
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+# --- tiles: a matmul's memory traffic against its tile size (notebook 02) -------------------------------------
+
+
+def tile_traffic_figure(
+    tiles: Sequence[int],
+    moved: Sequence[int],
+    *,
+    m: int,
+    k: int,
+    n: int,
+    title: str = "Elements a tiled matmul moves",
+) -> Figure:
+    """Counted traffic of a tiled (m, k) @ (k, n) against the tile size (log-log), with 2mkn/t + mn and the once-each floor."""
+    _check_series(tiles, moved, "tiles", "moved")
+    if min(m, k, n) <= 0:
+        raise ValueError(f"m, k and n must be positive, got {m}, {k}, {n}")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    grid = [tiles[0] * (tiles[-1] / tiles[0]) ** (i / 100) for i in range(101)] if len(tiles) > 1 else list(tiles)
+    ax.plot(grid, [2 * m * k * n / t + m * n for t in grid], color="gray", linestyle="--",
+            label="2mkn / tile + mn: ∝ 1 / tile, plus C written once")
+    ax.axhline(m * k + k * n + m * n, color="black", linewidth=0.8, label="mk + kn + mn: every element moved once")
+    ax.plot(tiles, moved, "o", label="counted by tiled_matmul")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tile size t (output tiles t × t, k in chunks of t)")
+    ax.set_ylabel("elements moved (reads of A and B, writes of C)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    return fig

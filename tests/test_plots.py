@@ -560,3 +560,22 @@ def test_before_after_figure_draws_times_relative_to_before():
     assert any("5.00× faster" in t for t in texts) and any("2.00× slower" in t for t in texts)
     with pytest.raises(ValueError):
         plots.before_after_figure({"bad": ([1.0], [])})
+
+
+def test_tile_traffic_figure_draws_counts_curve_and_floor():
+    # (4, 6) @ (6, 8) in tiles of 1, 2, 4: 2*4*6*8/t + 32 when t divides every side
+    fig = plots.tile_traffic_figure([1, 2, 4], [416, 224, 128], m=4, k=6, n=8)
+    (ax,) = fig.axes
+    curve, floor, counted = ax.lines
+    assert list(counted.get_xdata()) == [1, 2, 4] and list(counted.get_ydata()) == [416, 224, 128]
+    assert curve.get_ydata()[0] == pytest.approx(416) and curve.get_ydata()[-1] == pytest.approx(128)
+    assert list(floor.get_ydata()) == [4 * 6 + 6 * 8 + 4 * 8] * 2  # 104: each element once
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+
+
+@pytest.mark.parametrize(("tiles", "moved", "sizes"), [([], [], (2, 2, 2)), ([1, 2], [10], (2, 2, 2)),
+                                                       ([1], [0], (2, 2, 2)), ([1], [10], (0, 2, 2))])
+def test_tile_traffic_figure_rejects_bad_input(tiles, moved, sizes):
+    m, k, n = sizes
+    with pytest.raises(ValueError):
+        plots.tile_traffic_figure(tiles, moved, m=m, k=k, n=n)
