@@ -398,7 +398,7 @@ class _ReadAll(Dataset[tuple[int, ...]]):
         if isinstance(self.data, torch.Tensor):
             float(self.data.sum())  # reads every byte of the storage; writes nothing to it
         elif isinstance(self.data, np.ndarray):
-            int(self.data.sum(dtype=np.int64)) if self.data.dtype.kind in "iub" else float(self.data.sum())
+            float(self.data.sum(dtype=np.float64))  # the same for an array, a memory-mapped file's included
         else:
             for item in self.data:  # each access increments and decrements the object's reference count
                 pass
@@ -481,7 +481,7 @@ def page_cache_fraction(path: str | os.PathLike[str]) -> float | Unavailable:
         vector = (ctypes.c_ubyte * pages)()
         if libc.mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size), vector) != 0:
             return Unavailable(f"mincore() failed: {os.strerror(ctypes.get_errno())}")
-        resident = int((np.frombuffer(vector, dtype=np.uint8) & 1).sum())  # bit 0: the page is in memory
+        resident = sum(byte & 1 for byte in bytes(vector))  # bit 0: the page is in memory
     finally:
         del view
         mapping.close()
@@ -627,10 +627,11 @@ def cuda_pcie_link(device: int = 0) -> PcieLink | Unavailable:
     if reason is not None:
         return Unavailable(reason)
     props = torch.cuda.get_device_properties(device)
-    try:  # the same fields torch.numa.binding formats into a sysfs address
-        address = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-    except AttributeError:
+    fields = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if not all(isinstance(f, int) for f in fields):
         return Unavailable(f"this PyTorch ({torch.__version__}) does not report the device's PCI address")
+    domain, bus, slot = fields  # the fields torch.numa.binding formats into a sysfs address
+    address = f"{domain:04x}:{bus:02x}:{slot:02x}.0"
     return pcie_link(address)
 
 
