@@ -30,11 +30,11 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> sandbox.Config:
 
 def run(config: sandbox.Config, code: str, capfd: pytest.CaptureFixture[str], state: Path | None = None,
         files: dict[str, int] | None = None) -> tuple[int, str]:
-    """Run Python `code` in a sandbox; (exit status, what it printed)."""
+    """Run Python `code` in a sandbox; (exit status, what it printed: the supervisor passes it on to its stderr)."""
     capfd.readouterr()
     code = sandbox.supervise(config, [config.python, "-c", code], writable=[], files=files or {},
                              state=str(state) if state else "")
-    return code, capfd.readouterr().out
+    return code, capfd.readouterr().err
 
 
 def test_read_only_paths_bind_lecturelib_and_the_venv_never_the_course_root() -> None:
@@ -67,7 +67,7 @@ print(json.dumps({{"seen": sorted(os.listdir(root)), "home": os.listdir(os.path.
     assert set(seen["seen"]) <= {"lecturelib", ".venv"}  # not source/, tests/, nbgrader_config.py, gradebook.db
     assert sorted(seen["home"]) == [".config", "work"] and seen["cwd"] == sandbox.WORK and seen["files"] == []
     assert "LECTURELIB_GRADER_SECRET" not in seen["env"] and seen["quick"] == "1"
-    assert seen["uid"] == sandbox.UID
+    assert seen["uid"] == sandbox.kernel_uid() and seen["uid"] != 0
 
 
 @needs_sandbox
@@ -138,8 +138,8 @@ for _ in range(1000):
         os._exit(0)
 time.sleep(600)
 """, capfd, state=tmp_path)
-    assert code != 0
-    assert (tmp_path / "reason").read_text() == f"it started more than {LIMITS.tasks} processes and threads"
+    assert code != 0  # stopped by the supervisor, or its forks refused by the sandbox's pids cgroup
+    assert f"more than {LIMITS.tasks} processes and threads" in (tmp_path / "reason").read_text()
 
 
 @needs_sandbox
@@ -170,22 +170,3 @@ def test_sandbox_copies_data_files_into_its_working_folder(config: sandbox.Confi
                     files=files)
     assert code == 0 and out.strip().splitlines()[-1] == "1,2"
     assert (tmp_path / "data.csv").read_text() == "1,2\n"  # the original is untouched
-
-
-@needs_sandbox
-def test_sandbox_stops_filling_the_host_folder_it_shares(config: sandbox.Config, capfd: pytest.CaptureFixture[str],
-                                                         tmp_path: Path) -> None:
-    """Its sockets' folder is the one host folder it may write: more than 16 MiB there ends it (and is removed)."""
-    shared, state = tmp_path / "sockets", tmp_path / "state"
-    shared.mkdir()
-    state.mkdir()
-    capfd.readouterr()
-    code = sandbox.supervise(config, [config.python, "-c", f"""
-import time
-with open({str(shared / "fill")!r}, "wb") as f:
-    f.write(b"x" * (32 << 20))
-    f.flush()
-time.sleep(600)
-"""], writable=[str(shared)], files={}, state=str(state))
-    assert code != 0
-    assert (state / "reason").read_text() == "it wrote more than 16 MiB into the folder of its sockets"
