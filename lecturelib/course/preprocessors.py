@@ -23,10 +23,12 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, Unicode
 
 from lecturelib.course.layout import cell_stdout, is_test_cell, nbgrader_meta, read_notebook
+from lecturelib.course.sanitize import clean_notebook
 from lecturelib.course.sandbox import KERNEL_NAME, STATE_ENV, connection_paths, socket_folder
 from lecturelib.grading import RECORD_MARK, Check, InvalidTestCell, Verdict, judge, prepare_test_cell
 
 STASH = "lecturelib_checks"  # key in nbconvert's resources: the checks, from PrepareChecks to JudgeChecks
+CHUNKED_STREAM = "lecturelib.course.kernel_stream.ChunkedOutStream"  # the kernels' stdout/stderr (see that module)
 SCRATCH = "lecturelib_scratch"  # key in nbconvert's resources: (the notebook's folder, the kernel's folder)
 SANDBOX_ENV = "LECTURELIB_SANDBOX"  # set by `course autograde`: "bwrap" (every kernel sandboxed) or "none"
 STOPPED = "GradingStopped"  # ename of the error a cell gets when the run ended there (time limit, dead kernel)
@@ -235,6 +237,7 @@ class GradingExecute(Execute):
     def reset_execution_trackers(self) -> None:
         super().reset_execution_trackers()
         self._stopped = ""
+        self._silent = False  # the kernel's output channel went quiet after a cell's reply
         self._cell_bytes: dict[int, int] = {}  # received by each cell, kept or not
         self._total_bytes = 0
         self._record_bytes: dict[int, int] = {}
@@ -246,6 +249,7 @@ class GradingExecute(Execute):
             raise RuntimeError("grade with `python -m lecturelib.course autograde`: it runs every kernel in a sandbox "
                                "(plain `nbgrader autograde` and Formgrader's Autograde button do not)")
         self._sockets = socket_folder()  # before any kernel starts: refuses, with the reason, where none can be made
+        self.extra_arguments = [*self.extra_arguments, f"--IPKernelApp.outstream_class={CHUNKED_STREAM}"]
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -351,7 +355,9 @@ class GradingExecute(Execute):
                 error_on_timeout_execute_reply = await self._async_handle_timeout(timeout, cell)
 
     async def _async_wait_for_output(self, task: Any, cell: NotebookNode) -> None:
-        """Wait for the output task to see the kernel go idle, as long as messages keep arriving."""
+        """Wait for the output task to see the kernel go idle, as long as messages keep arriving. Silence for
+        `iopub_timeout` seconds means the kernel's output channel is cut (a message larger than max_message_bytes
+        was refused): no later cell's output could arrive, so the run ends at this cell (see preprocess_cell)."""
         seen = -1
         while True:
             done, _ = await asyncio.wait({task}, timeout=self.iopub_timeout)
@@ -362,10 +368,7 @@ class GradingExecute(Execute):
                 break
             seen = self._messages
         task.cancel()
-        note = (f"\n[the grader stopped waiting for this cell's output: none arrived for {self.iopub_timeout} s after "
-                f"the cell ended]\n")
-        self.log.warning("cell %s: %s", nbgrader_meta(cell).get("grade_id") or "?", note.strip())
-        cell.outputs.append(from_dict({"output_type": "stream", "name": "stdout", "text": note}))
+        self._silent = True
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
         if self._stopped:
@@ -374,9 +377,13 @@ class GradingExecute(Execute):
                 cell.outputs = [from_dict({"output_type": "error", "ename": STOPPED, "evalue": note, "traceback": [note]})]
                 cell.execution_count = None
             return cell, resources
-        self._messages = 0
+        self._messages, self._silent = 0, False
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if self._silent:
+                self._stop(cell, f"its output stopped arriving: nothing came for {self.iopub_timeout} s after the cell "
+                                 f"ended (a single output larger than {self.max_message_bytes // MIB} MiB cuts the "
+                                 f"kernel's output channel)")
         except CellTimeoutError:
             self._stop(cell, f"it ran longer than the cell time limit of {self.timeout} s")
         except DeadKernelError:
@@ -430,3 +437,19 @@ class JudgeChecks(NbGraderPreprocessor):
             cell.source = source  # the instructor's test, as the gradebook holds it
             cell.outputs = verdict_outputs(verdict, len(checks), note)
         return nb, resources
+
+
+class SanitizeNotebook(NbGraderPreprocessor):
+    """After judging (and before feedback): nothing a student wrote or a kernel printed can run script where the
+    notebook is shown (Formgrader, feedback pages): see `lecturelib.course.sanitize`. Markdown cells as released
+    are the course's own and stay as they are."""
+
+    release_directory = Unicode("", help="the folder of the student release (notebooks/)").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        info = resources.get("nbgrader", {})
+        path = os.path.join(self.release_directory, info.get("assignment", ""), info.get("notebook", "") + ".ipynb")
+        trusted = set()
+        if self.release_directory and os.path.isfile(path):
+            trusted = {c.source for c in read_notebook(path).cells if c.cell_type == "markdown"}
+        return clean_notebook(nb, trusted), resources

@@ -275,7 +275,8 @@ def command(config: Config, argv: list[str], *, writable: tuple[str, ...] | list
     args += _folders_above(config, [f"/etc/{name}" for name in ETC] + [HOME, RUN])
     args += _system()
     # the sandbox's own /proc; its sysctls read-only (they are the machine's), like /sys
-    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--ro-bind-try", "/sys", "/sys",
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/pressure", "/proc/pressure",
+             "--dev", "/dev", "--ro-bind-try", "/sys", "/sys",
              *_gpu()]
     args += _tmpfs("/tmp", config, "1777") + _tmpfs("/dev/shm", config, "1777") + _tmpfs(HOME, config, "0700")
     args += _tmpfs(RUN, config, "0700", size=RUN_BYTES)
