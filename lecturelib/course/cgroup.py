@@ -105,7 +105,7 @@ def _write(path: str, value: str) -> None:
 
 
 def _v1(name: str, memory_bytes: int, tasks: int) -> Group | None:
-    mounts, own, folders = _mounts(), _own(), []
+    mounts, own, folders = _mounts(), _own(), list[str]()
     for controller in ("memory", "pids"):
         point = next((m for m, kind, opts in mounts if kind == "cgroup" and controller in opts.split(",")), None)
         if point is None or controller not in own:

@@ -387,7 +387,7 @@ def collect_downloads(course: Course, assignment: str, *, lms: str = "course", f
 
 def _bulk(path: Path, scratch: Path, lms: str, notebooks: set[str], data: set[str], problems: list[str]) -> list[Upload]:
     """The uploads inside an LMS's bulk download zip, each checked like a top-level file (one level only)."""
-    uploads = []
+    uploads: list[Upload] = []
     try:
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():

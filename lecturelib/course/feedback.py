@@ -106,7 +106,7 @@ class HideOutputsAfterHiddenChecks(NbGraderPreprocessor):
             gid = nbgrader_meta(cell).get("grade_id")
             holds = gid in hidden if hidden is not None else is_test_cell(cell) and HIDDEN_MARKS[0] in cell.source
             if holds and not after:
-                after = gid
+                after = str(gid)
             if after and cell.cell_type == "code" and not is_test_cell(cell) and cell.get("outputs"):
                 cell.outputs = [from_dict({"output_type": "stream", "name": "stdout",
                                            "text": HIDDEN_NOTE.format(gid=after) + "\n"})]
@@ -158,7 +158,9 @@ class _Outputs(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.depth, self.inside, self.parts = 0, [], []
+        self.depth = 0
+        self.inside: list[int] = []
+        self.parts: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("br", "img", "hr", "input", "meta", "link", "col", "wbr"):

@@ -249,7 +249,9 @@ class GradingExecute(Execute):
             raise RuntimeError("grade with `python -m lecturelib.course autograde`: it runs every kernel in a sandbox "
                                "(plain `nbgrader autograde` and Formgrader's Autograde button do not)")
         self._sockets = socket_folder()  # before any kernel starts: refuses, with the reason, where none can be made
-        self.extra_arguments = [*self.extra_arguments, f"--IPKernelApp.outstream_class={CHUNKED_STREAM}"]
+        arguments: list[str] = list(getattr(self, "extra_arguments"))  # noqa: B009 - nbgrader and nbclient both declare it
+        stream = f"--IPKernelApp.outstream_class={CHUNKED_STREAM}"
+        self.extra_arguments = arguments + ([stream] if stream not in arguments else [])
         try:
             return super().preprocess(nb, resources, km)
         finally:

@@ -121,7 +121,8 @@ def clean_output(output: NotebookNode) -> NotebookNode:
     """One output with only passive content (see the module)."""
     if output.get("output_type") not in ("display_data", "execute_result"):
         return output
-    data, dropped = {}, []
+    data: dict[str, Any] = {}
+    dropped: list[str] = []
     for mime, value in output.get("data", {}).items():
         text = "".join(value) if isinstance(value, list) else value
         if mime == "text/plain" and isinstance(text, str):
@@ -172,7 +173,7 @@ def clean_cell(cell: NotebookNode) -> NotebookNode:
     return cell
 
 
-def clean_notebook(nb: NotebookNode, trusted: set[str] = frozenset()) -> NotebookNode:
+def clean_notebook(nb: NotebookNode, trusted: set[str] | frozenset[str] = frozenset()) -> NotebookNode:
     """Every cell cleaned but Markdown whose source is in `trusted` (the release's own cells); no widget state."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
