@@ -547,7 +547,7 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
                 break
             except subprocess.TimeoutExpired:
                 pass
-        too_much = _over(child, limits, counted_memory=group is None)
+        too_much = _over(child, limits, group)
         if too_much:
             _note(state, "reason", too_much)
             proc.kill()  # bwrap; --die-with-parent takes the sandbox's first process, and so every process in it
@@ -560,25 +560,24 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
     output.drain()
     output.close()
     if not (state and os.path.exists(os.path.join(state, "reason"))):
-        oom, refused = (group.oom_kills(), group.tasks_refused()) if group is not None else (0, 0)
-        reason = _exit_reason(code, limits, oom)
-        if refused and code != 0:
-            reason += f" after it tried to start more than {limits.tasks} processes and threads (refused {refused} times)"
-        _note(state, "reason", reason)
+        refused = group is not None and code != 0 and group.tasks_refused() > 0
+        _note(state, "reason", f"it started more than {limits.tasks} processes and threads" if refused
+              else _exit_reason(code, limits, group.oom_kills() if group is not None else 0))
     if group is not None:
         group.remove()
     return code
 
 
-def _over(child: int, limits: Limits, *, counted_memory: bool) -> str:
-    """Which limit the sandbox is past, as a reason ('' while it is within them)."""
+def _over(child: int, limits: Limits, group: cgroup.Group | None) -> str:
+    """Which limit the sandbox is past, as a reason ('' while it is within them). Its pids cgroup, where there is one,
+    refuses the task past the limit: that ends the sandbox too, as it would without the cgroup."""
     if not child:
         return ""
-    if count_tasks(child) > limits.tasks:
+    if count_tasks(child) > limits.tasks or (group is not None and group.tasks_refused()):
         return f"it started more than {limits.tasks} processes and threads"
     if count_files(child) > limits.files:
         return f"it created more than {limits.files} files and folders in its memory-backed folders"
-    if counted_memory and shared_memory_bytes(child) > limits.memory_bytes:
+    if group is None and shared_memory_bytes(child) > limits.memory_bytes:
         return f"it held more than {limits.memory_bytes / GIB:g} GiB of shared memory (memfd, shared mappings)"
     return ""
 
