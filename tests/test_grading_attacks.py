@@ -42,6 +42,7 @@ NO_SANDBOX = sandbox.unavailable()
 needs_sandbox = pytest.mark.skipif(NO_SANDBOX is not None and not os.environ.get("CI"),
                                    reason=f"no sandbox on this machine: {NO_SANDBOX}")
 MARK = "ATTACK-RESULT "
+BAD_NAME = "<img src=x onerror=alert(1)>"
 
 # 1. From a graded cell: host root through /proc/sys/kernel/core_pattern (written back unchanged, were it writable),
 # every other writable file of /proc (but the processes' own) and /sys, namespaces, mounts, capabilities.
@@ -200,6 +201,7 @@ def graded(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     linked = submit(course, "link-notebook", None)
     os.symlink(course.source / ASSIGNMENT / NOTEBOOK, linked / NOTEBOOK)  # the master as the submission
     os.symlink(course.source, course.submitted / "link-folder")  # submitted/link-folder/01_toy/01_toy.ipynb: the master
+    submit(course, BAD_NAME, notebook(course, RIGHT))  # a name that would be markup in Formgrader's pages
     tmpdir = tmp_path_factory.mktemp("t") / ("long-temporary-folder-" + "x" * 60)
     tmpdir = Path(str(tmpdir)[:60])  # 60 characters: a kernel's sockets would not fit under it
     tmpdir.mkdir(parents=True)
@@ -366,6 +368,10 @@ def test_attacks_links_pipes_and_devices_in_submitted_are_refused(graded) -> Non
     folder = outcome(report, "link-folder")
     assert folder.score is None and "submitted/link-folder is a symbolic link" in " ".join(folder.problems)
     assert not (course.autograded / "link-folder").exists()
+    named = outcome(report, BAD_NAME)
+    assert named.score is None and "is not a valid student id" in " ".join(named.problems)
+    assert sorted(os.listdir(course.submitted)) == sorted(o.student for o in report.outcomes
+                                                          if o.student not in (BAD_NAME, "link-folder"))
 
 
 @needs_sandbox
@@ -400,9 +406,12 @@ def test_exchange_collect_copies_only_the_assignments_own_files(built: Path, tmp
     (inbound / NOTEBOOK).write_text(nbformat.writes(notebook(course, RIGHT)))
     os.symlink(course.source / ASSIGNMENT / NOTEBOOK, inbound / "notes.txt")
     os.mkfifo(inbound / "fifo")
+    named = inbound.with_name(f"<img src=x onerror=alert(1)>+{ASSIGNMENT}+2025-01-01 00:00:00.000000 UTC+y")
+    shutil.copytree(inbound, named, symlinks=True, ignore=lambda folder, names: ["fifo"])
     done = course.nbgrader("collect", ASSIGNMENT, timeout_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
     folder = course.submitted / "mallory" / ASSIGNMENT
+    assert sorted(os.listdir(course.submitted)) == ["mallory"]  # a name with markup is no student (nor a page's text)
     assert sorted(os.listdir(folder)) == [NOTEBOOK]
     assert not (folder / NOTEBOOK).is_symlink()
     assert "refused notes.txt: a symbolic link" in done.stderr and "refused fifo: a named pipe" in done.stderr
@@ -534,7 +543,8 @@ def test_sanitize_keeps_honest_markdown_and_outputs() -> None:
 
     from lecturelib.course.sanitize import clean_markdown, clean_output
 
-    honest = "My *answer*: $O(n^2)$ FLOPs, `a < b`, [docs](https://pytorch.org)\n\n<details><summary>hint</summary>x</details>"
+    honest = ("## My answer: `x` and ü?/\n\n*It* costs $O(n^2)$ FLOPs, `a < b`, [docs](https://pytorch.org), [up](#top)\n\n"
+              "| a | b |\n|---|---|\n| 1 | 2 |\n\n<details><summary>hint</summary>x</details>")
     assert clean_markdown(honest) == honest
     out = from_dict({"output_type": "execute_result", "execution_count": 3, "metadata": {"image/png": {"width": 300}},
                      "data": {"text/plain": "df", "image/png": "iVBORw0KGgo=",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 
@@ -155,6 +156,22 @@ def _v2(name: str, memory_bytes: int, tasks: int) -> Group | None:
         group.remove()
         return None
     return group
+
+
+def remove_stale(prefix: str, alive: Callable[[int], bool]) -> None:
+    """Remove this process's child cgroups named PREFIX + PID whose process is gone (a supervisor that was killed)."""
+    for point, kind, opts in _mounts():
+        for key, path in _own().items():
+            if (kind == "cgroup2") != (key == "") or (key and key not in opts.split(",")):
+                continue
+            try:
+                names = os.listdir(os.path.join(point, path.lstrip("/")))
+            except OSError:
+                continue
+            for name in names:
+                pid = name[len(prefix):]
+                if name.startswith(prefix) and pid.isdigit() and not alive(int(pid)):
+                    Group([os.path.join(point, path.lstrip("/"), name)], 2 if key == "" else 1).remove()
 
 
 def create(name: str, memory_bytes: int, tasks: int) -> tuple[Group | None, str]:

@@ -107,8 +107,11 @@ def screen(course: Course, pairs: list[tuple[str, str]]) -> dict[tuple[str, str]
         aside = course.root / "logs" / "autograde" / "refused" / stamp / "_" / student / assignment
         if not valid_student(student):
             s.gradable = False
+            where = (_move_aside(student_dir, aside.parent.parent / "invalid-student-id") if os.path.lexists(student_dir)
+                     else None)
             s.problems.append(f"not graded: the folder name submitted/{student!r} is not a valid student id "
-                              f"(letters, digits and . _ @ + -)")
+                              f"(letters, digits and . _ @ + -)" + (f"; moved to {where.relative_to(course.root)}"
+                                                                   if where else ""))
             continue
         for path in (student_dir, folder):
             if s.gradable and (path.is_symlink() or not path.is_dir()):
@@ -198,7 +201,16 @@ def _copy_bounded(source, target, limit: int) -> int | None:  # noqa: ANN001 - b
 
 class SafeExchangeCollect(ExchangeCollect):
     """nbgrader's collect, copying only the assignment's own regular files, never through a link, and refusing a
-    submission folder that another student's account owns (c.ExchangeFactory.collect in nbgrader_config.py)."""
+    submission folder that another student's account owns, or whose name is no valid student id (it would become a
+    folder of submitted/ and a name in Formgrader's pages) (c.ExchangeFactory.collect in nbgrader_config.py)."""
+
+    def init_src(self) -> None:
+        super().init_src()
+        records: list[dict] = list(getattr(self, "src_records"))  # noqa: B009 - set by nbgrader's init_src
+        for record in records:
+            if not valid_student(record["username"]):
+                self.log.error("refused the submission %r: its name is no valid student id", record["filename"])
+        self.src_records = [r for r in records if valid_student(r["username"])]
 
     def do_copy(self, src: str, dest: str, log=None) -> None:  # noqa: ANN001 - nbgrader's signature
         student = os.path.basename(os.path.dirname(dest))

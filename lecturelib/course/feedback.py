@@ -24,6 +24,8 @@ from traitlets import Unicode
 
 from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, nbgrader_meta, read_notebook
 
+STOPPED = "GradingStopped"  # preprocessors.STOPPED: the grader's note on a cell it did not run (kept in feedback)
+
 MIN_SECRET_CHARS = 20  # shorter hidden lines ("counted_matmul(") also stand in students' own code
 MIN_INPUT_CHARS = 4  # a hidden input shorter than this (2, 16, "x") also stands in any page
 HIDDEN_NOTE = ("[output not shown in feedback: this cell ran after the hidden checks of {gid}, and what it printed "
@@ -108,8 +110,9 @@ class HideOutputsAfterHiddenChecks(NbGraderPreprocessor):
             if holds and not after:
                 after = str(gid)
             if after and cell.cell_type == "code" and not is_test_cell(cell) and cell.get("outputs"):
-                cell.outputs = [from_dict({"output_type": "stream", "name": "stdout",
-                                           "text": HIDDEN_NOTE.format(gid=after) + "\n"})]
+                stops = [o for o in cell.outputs if o.get("output_type") == "error" and o.get("ename") == STOPPED]
+                cell.outputs = stops or [from_dict({"output_type": "stream", "name": "stdout",  # the grader's own word
+                                                    "text": HIDDEN_NOTE.format(gid=after) + "\n"})]
         return nb, resources
 
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lecturelib.course import sandbox
+from lecturelib.course import cgroup, sandbox
 from lecturelib.course.layout import Course, nbgrader_env
 from lecturelib.course.preprocessors import SANDBOX_ENV
 
@@ -151,6 +151,7 @@ class Run:
                 self.notes += self.recover()
             if remove_stale_private_folders():
                 self.notes.append("removed the temporary folders of an autograde run that was killed")
+            cgroup.remove_stale(sandbox.CGROUP_PREFIX, _pid_alive)  # of sandboxes whose supervisor was killed
             self._save_state()
             self.private = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
             if self.sandboxed:

@@ -36,6 +36,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -58,6 +59,7 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fonts", "lo
        "os-release", "mime.types")
 # Variables of the grader's environment a kernel may see (thread counts, GPUs, language); nothing else.
 PASS_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+CGROUP_PREFIX = "lecturelib-sandbox-"  # + the supervisor's pid: each sandbox's cgroup, below the grader's own
 STATE_ENV = "LECTURELIB_SANDBOX_STATE"  # a folder outside the sandbox where the supervisor leaves pids and reasons
 
 
@@ -449,8 +451,8 @@ class _Output:
         os.set_blocking(fd, False)
 
     def drain(self) -> bool:
-        """Read what is there; False once the pipe is closed (every process of the sandbox is gone)."""
-        while True:
+        """Read what is there (up to 1 MiB a call); False once the pipe is closed (the sandbox is gone)."""
+        for _ in range(16):
             try:
                 chunk = os.read(self.fd, 1 << 16)
             except BlockingIOError:
@@ -468,6 +470,7 @@ class _Output:
                     pass
             self.kept += len(keep)
             self.dropped += len(chunk) - len(keep)
+        return True
 
     def close(self) -> None:
         if self.dropped:
@@ -504,7 +507,7 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
     if host is not None:
         for path in writable:  # the grader's own folders for its own code (matplotlib's font list): the user's
             os.chown(path, *host)
-    group, why_no_group = cgroup.create(f"lecturelib-sandbox-{os.getpid()}", limits.memory_bytes, limits.tasks)
+    group, why_no_group = cgroup.create(f"{CGROUP_PREFIX}{os.getpid()}", limits.memory_bytes, limits.tasks)
     info_r, info_w = os.pipe()
     out_r, out_w = os.pipe()
     filter_fd = _seccomp_fd(config)
@@ -532,10 +535,10 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
     for call in on_start or []:
         if child:
             call(child)
-    open_pipe = True
+    open_pipe, next_check = True, time.monotonic() + POLL_S
     while True:
         if open_pipe:
-            readable, _, _ = select.select([output.fd], [], [], POLL_S)
+            readable, _, _ = select.select([output.fd], [], [], max(0.0, next_check - time.monotonic()))
             if readable:
                 open_pipe = output.drain()
         code = proc.poll()
@@ -543,10 +546,13 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
             break
         if not open_pipe:
             try:
-                code = proc.wait(timeout=POLL_S)
+                code = proc.wait(timeout=max(0.0, next_check - time.monotonic()))
                 break
             except subprocess.TimeoutExpired:
                 pass
+        if time.monotonic() < next_check:
+            continue  # output keeps arriving: the limits are counted every POLL_S, not at every read
+        next_check = time.monotonic() + POLL_S
         too_much = _over(child, limits, group)
         if too_much:
             _note(state, "reason", too_much)

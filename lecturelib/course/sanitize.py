@@ -12,8 +12,9 @@ every grade and run code outside any sandbox). Everything a submission controls 
 * at rendering time (nbgrader_config.py: HTMLExporter.sanitize_html with `clean_html` as nbconvert's filter),
   for notebooks graded before, or anything the first pass missed.
 
-`clean_html` is an allow-list (bleach): a few formatting tags, links to http(s) and mail only, images from
-http(s) or base64 PNG/JPEG/GIF data, no style, no id, classes only as code highlighting names them. Markup it
+`clean_html` is an allow-list (bleach): a few formatting tags, links to http(s), mail and anchors only, images
+from http(s) or base64 PNG/JPEG/GIF data, no style, ids on headings only, classes only as code highlighting and
+heading anchors name them. Markup it
 does not allow is shown as text (escaped), so an instructor sees what was tried. `risky_markup` says what in a
 piece of Markdown or HTML would have been removed: `audit` reports it.
 """
@@ -33,7 +34,8 @@ TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgrou
         "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
         "td", "tfoot", "th", "thead", "tr", "tt", "u", "ul", "var"}
 CELL_ATTRIBUTES = {"colspan", "rowspan", "align", "scope"}
-CLASS = re.compile(r"highlight|hl-[a-z0-9]+|[a-z]{1,3}[0-9]?|dataframe")  # pygments' token classes, DataFrames
+CLASS = re.compile(r"highlight|hl-[a-z0-9]+|[a-z]{1,3}[0-9]?|dataframe|anchor-link")  # pygments, DataFrames, headings
+HEADING_ID = re.compile(r"[^\s\"'<>`]{1,300}")  # nbconvert's heading anchors (URL-quoted titles)
 IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*", re.IGNORECASE)
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
@@ -51,6 +53,8 @@ def _allowed(tag: str, name: str, value: str) -> bool:
         return True
     if tag == "details" and name == "open":
         return True
+    if tag in ("h1", "h2", "h3", "h4", "h5", "h6") and name == "id":
+        return HEADING_ID.fullmatch(value) is not None
     if tag == "a" and name == "href":
         return re.match(r"\s*(https?:|mailto:|#|[^:/?#\s]*([/?#]|$))", value, re.IGNORECASE) is not None
     if tag == "img" and name in ("alt", "width", "height"):
