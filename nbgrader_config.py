@@ -16,6 +16,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from lecturelib.course.autograde import OnlyFromTheCourse
 from lecturelib.course.preprocessors import GradingExecute, JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
@@ -44,6 +45,9 @@ c.Execute.timeout = 300
 # place of nbgrader's OverwriteCells); the checks come from the masters in source/ (PrepareChecks).
 c.RestoreMissingCells.release_directory = os.path.join(here, "notebooks")
 c.PrepareChecks.source_directory = os.path.join(here, "source")
+# Formgrader's Autograde button and plain `nbgrader autograde` refuse before nbgrader removes anything: only
+# `python -m lecturelib.course autograde` grades (every kernel sandboxed).
+c.Autograde.exporter_class = OnlyFromTheCourse
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     DeduplicateIds,

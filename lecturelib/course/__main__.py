@@ -86,11 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         names = _assignments(course, args.assignments)
         problems = feedback(course, names)
         pages = sorted(p for a in names for p in course.feedback.glob(f"*/{a}/*.html"))
-        success = (f"wrote {len(pages)} feedback {'page' if len(pages) == 1 else 'pages'} in feedback/ "
-                   "(no hidden test shown)" if pages
-                   else "no autograded submissions: no feedback to write")
+        for problem in problems:
+            print(printable(problem))
+        if pages:
+            print(f"wrote {len(pages)} feedback {'page' if len(pages) == 1 else 'pages'} in feedback/ (no hidden test "
+                  "shown)" + (f"; {len(problems)} {'problem' if len(problems) == 1 else 'problems'} above" if problems else ""))
+        elif not problems:
+            print("no autograded submissions: no feedback to write")
+        return 1 if problems else 0
     for problem in problems:
-        print(problem)
+        print(printable(problem))
     if not problems:
         print(success)
     return 1 if problems else 0

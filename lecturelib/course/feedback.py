@@ -35,16 +35,35 @@ def hidden_lines(course: Course, assignment: str) -> set[str]:
     return lines
 
 
+def unwritten(course: Course, assignment: str) -> list[str]:
+    """Every submitted notebook of `assignment` without a feedback page as new as its autograded notebook, and why."""
+    problems = []
+    for notebook in sorted(course.submitted.glob(f"*/{assignment}/*.ipynb")) if course.submitted.is_dir() else []:
+        if not (course.release / assignment / notebook.name).is_file():
+            continue  # not a notebook of the assignment (nbgrader grades only those)
+        student = notebook.parent.parent.name
+        graded = course.autograded / student / assignment / notebook.name
+        page = (course.feedback / student / assignment / notebook.name).with_suffix(".html")
+        where = f"feedback/{student}/{assignment}/{page.name}"
+        if not graded.is_file():
+            problems.append(f"{where} not written: {student}'s {assignment} is not autograded (no autograded/{student}/"
+                            f"{assignment}/{notebook.name}); grade it with `python -m lecturelib.course autograde "
+                            f"{assignment} --student {student}`, then run feedback again")
+        elif not page.is_file() or page.stat().st_mtime < graded.stat().st_mtime:
+            problems.append(f"{where} not written: nbgrader generate_feedback made no page for it")
+    return problems
+
+
 def feedback(course: Course, assignments: list[str]) -> list[str]:
-    """Generate feedback for every autograded submission; return problems (a leak is one)."""
+    """Generate feedback for every autograded submission; return problems: a leak, and every submitted notebook
+    that got no page."""
     problems = []
     for assignment in assignments:
-        if not list(course.autograded.glob(f"*/{assignment}/*.ipynb")):
-            continue  # nothing autograded yet: nbgrader would fail on it
-        done = course.nbgrader("generate_feedback", assignment, "--force")
-        if done.returncode != 0:
-            errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
-            problems.append(f"{assignment}: nbgrader generate_feedback failed: {(errors or ['no message'])[0][:200]}")
+        if list(course.autograded.glob(f"*/{assignment}/*.ipynb")):  # else nbgrader would fail: nothing to do
+            done = course.nbgrader("generate_feedback", assignment, "--force")
+            if done.returncode != 0:
+                errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
+                problems.append(f"{assignment}: nbgrader generate_feedback failed: {(errors or ['no message'])[0][:200]}")
         secret = hidden_lines(course, assignment)
         for page in sorted(course.feedback.glob(f"*/{assignment}/*.html")):
             text = _plain(page.read_text(encoding="utf-8", errors="replace"))
@@ -52,4 +71,6 @@ def feedback(course: Course, assignments: list[str]) -> list[str]:
             if leaks:
                 page.unlink()  # never leave a page that shows hidden tests where it could be released
                 problems.append(f"{page.relative_to(course.root)} showed a hidden test line ({leaks[0][:60]}); removed")
+        leaked = {p.split(" showed ", 1)[0] for p in problems}
+        problems += [p for p in unwritten(course, assignment) if p.split(" not written", 1)[0] not in leaked]
     return problems
