@@ -37,6 +37,10 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db") + "
 # STUDENT--NOTEBOOK.ipynb, e.g. alice--02_matmul_flops.ipynb, become submitted/alice/ASSIGNMENT/02_matmul_flops.ipynb.
 c.FileNameCollectorPlugin.named_regexp = r".*?(?P<student_id>[A-Za-z0-9.@+-]+)--(?P<file_id>[^/]+\.ipynb)$"
 
+# `nbgrader export` writes names and scores: into exports/ (ignored by git, like `course grades`' Canvas CSV), not
+# the course root.
+c.ExportPlugin.to = os.path.join(here, "exports", "grades.csv")
+
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
 # (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)
 c.Execute.timeout = 300

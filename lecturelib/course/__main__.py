@@ -1,4 +1,4 @@
-"""`python -m lecturelib.course build|check|autograde|audit|feedback`: the instructor's commands."""
+"""`python -m lecturelib.course build|check|autograde|audit|feedback|grades|bundle`: the instructor's commands."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import argparse
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
+from lecturelib.course import grades
 from lecturelib.course.audit import audit, format_findings
 from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
 from lecturelib.course.build import build, check
@@ -48,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p = sub.add_parser("feedback", help="generate feedback that never shows hidden tests")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
+    p = sub.add_parser("grades", help="export grades for Canvas's gradebook import (exports/canvas-grades.csv)")
+    p.add_argument("--assignment", action="append", dest="only", metavar="ASSIGNMENT", help="only this one (repeatable)")
+    p.add_argument("--student", action="append", dest="students", metavar="ID", help="only this student (repeatable)")
+    p.add_argument("--cells", action="store_true", help="a column per graded cell instead of per assignment")
+    p.add_argument("--out", metavar="FILE.csv", help="where to write (default exports/canvas-grades[-cells].csv)")
     args = parser.parse_args(argv)
 
     scripts_on_path()  # nbgrader runs `alembic` by name: no command needs an activated venv
@@ -79,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         for note in report.notes:
             print(printable(note))
         return 1 if any(o.problems for o in report.outcomes) else 0
+    elif args.command == "grades":
+        return _grades(course, args)
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))
         return 0
@@ -99,6 +108,26 @@ def main(argv: list[str] | None = None) -> int:
     if not problems:
         print(success)
     return 1 if problems else 0
+
+
+def _grades(course: Course, args: argparse.Namespace) -> int:
+    if not course.gradebook.is_file():
+        print("no gradebook.db: autograde first", file=sys.stderr)
+        return 2
+    try:
+        table = grades.export(course, assignments=args.only, students=args.students, cells=args.cells)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    default = course.root / "exports" / ("canvas-grades-cells.csv" if args.cells else "canvas-grades.csv")
+    out = Path(args.out) if args.out else default
+    grades.write(course, out, table)
+    shown = out.resolve().relative_to(course.root) if out.resolve().is_relative_to(course.root) else out
+    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
+    print(f"wrote {shown}: {plural(len(table.rows), 'student')}, {plural(len(table.columns), 'column')} (Canvas "
+          f"gradebook import); Notes: {plural(table.late, 'late submission')}, "
+          f"{plural(table.ungraded, 'written answer')} not graded by hand yet")
+    return 0
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:
