@@ -18,6 +18,7 @@ from nbgrader.preprocessors import (
 
 from lecturelib.course.autograde import OnlyFromTheCourse
 from lecturelib.course.preprocessors import GradingExecute, JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells
+from lecturelib.course.reference import AddReference, StripReference
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -49,6 +50,8 @@ c.Execute.timeout = 300
 # place of nbgrader's OverwriteCells); the checks come from the masters in source/ (PrepareChecks).
 c.RestoreMissingCells.release_directory = os.path.join(here, "notebooks")
 c.PrepareChecks.source_directory = os.path.join(here, "source")
+# Each written answer's reference and rubric (its master's solution region) for graders in Formgrader, after it.
+c.AddReference.source_directory = os.path.join(here, "source")
 # Formgrader's Autograde button and plain `nbgrader autograde` refuse before nbgrader removes anything: only
 # `python -m lecturelib.course autograde` grades (every kernel sandboxed).
 c.Autograde.exporter_class = OnlyFromTheCourse
@@ -68,6 +71,7 @@ c.Autograde.autograde_preprocessors = [
     PrepareChecks,
     GradingExecute,
     JudgeChecks,
+    AddReference,  # graders only: feedback strips it (StripReference), `course feedback` checks no page shows it
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
@@ -75,5 +79,6 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
-# nbgrader 0.9.6 keeps hidden tests in feedback; remove them (their outputs never quote them, see JudgeChecks).
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# nbgrader 0.9.6 keeps hidden tests in feedback; remove them (their outputs never quote them, see JudgeChecks),
+# and the graders' references AddReference wrote.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripReference, CSSHTMLHeaderPreprocessor]

@@ -5,7 +5,10 @@ from __future__ import annotations
 import html
 import re
 
+from pathlib import Path
+
 from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, read_notebook
+from lecturelib.course.reference import chunks, reference_chunks
 
 MIN_SECRET_CHARS = 20  # shorter hidden lines ("counted_matmul(") also stand in students' own code
 
@@ -33,6 +36,14 @@ def hidden_lines(course: Course, assignment: str) -> set[str]:
                 elif inside and len(_plain(line)) >= MIN_SECRET_CHARS and _plain(line) not in public:
                     lines.add(_plain(line))
     return lines
+
+
+def _markdown_chunks(path: Path) -> set[str]:
+    """What the markdown cells of a notebook show (a student's own words may repeat the reference)."""
+    try:
+        return set().union(*(chunks(c.source) for c in read_notebook(path).cells if c.cell_type == "markdown"))
+    except (OSError, ValueError):
+        return set()
 
 
 def unwritten(course: Course, assignment: str) -> list[str]:
@@ -65,12 +76,20 @@ def feedback(course: Course, assignments: list[str]) -> list[str]:
                 errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
                 problems.append(f"{assignment}: nbgrader generate_feedback failed: {(errors or ['no message'])[0][:200]}")
         secret = hidden_lines(course, assignment)
+        graders = reference_chunks(course.source_notebooks(assignment))  # the written answers' references
         for page in sorted(course.feedback.glob(f"*/{assignment}/*.html")):
             text = _plain(page.read_text(encoding="utf-8", errors="replace"))
             leaks = sorted(ln for ln in secret if ln in text)
+            mine = _markdown_chunks(course.submitted / page.parent.parent.name / assignment / f"{page.stem}.ipynb")
+            public = _markdown_chunks(course.release / assignment / f"{page.stem}.ipynb")
+            shown = sorted(c for c in graders - mine - public if c in text)  # not what the student wrote
+            if shown and not leaks:
+                page.unlink()
+                problems.append(f"{page.relative_to(course.root)} showed the graders' reference ({shown[0][:60]}); "
+                                "removed")
             if leaks:
                 page.unlink()  # never leave a page that shows hidden tests where it could be released
                 problems.append(f"{page.relative_to(course.root)} showed a hidden test line ({leaks[0][:60]}); removed")
-        leaked = {p.split(" showed ", 1)[0] for p in problems}
+        leaked = {p.split(" showed ", 1)[0] for p in problems}  # removed pages: said already
         problems += [p for p in unwritten(course, assignment) if p.split(" not written", 1)[0] not in leaked]
     return problems
