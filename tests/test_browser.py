@@ -248,6 +248,7 @@ def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     root = tmp_path_factory.mktemp("course")
     shutil.copy2(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "source", root / "source")
+    shutil.copytree(ROOT / "jupyter" / "share", root / "jupyter" / "share")
     course = Course(root)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     run = lambda *args: subprocess.run([sys.executable, "-m", "lecturelib.course", *args], cwd=root, env=env,
@@ -344,6 +345,8 @@ def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_co
         for html in pages:
             page.goto(html.as_uri())
             page.wait_for_load_state()
+            page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_Display').length > 0",
+                                   timeout=60_000)  # formulas typeset from disk: feedback/mathjax/, no CDN
             shown = _plain(page.inner_text("body"))
             assert not [line for line in secret if line in shown]
             shot(page, f"instructor-3-feedback-{html.parent.parent.name}")

@@ -216,6 +216,8 @@ def test_course_commands_work_without_the_venv_on_path(course: Course) -> None:
         assert db.execute("select version_num from alembic_version").fetchall() == [(alembic_head(),)]
     fed = run("feedback")
     assert fed.returncode == 0 and "wrote 1 feedback page in feedback/" in fed.stdout, fed.stderr
+    (page,) = course.feedback.glob(f"honest/{ASSIGNMENT}/*.html")  # formulas offline: the local MathJax, copied
+    assert "../../mathjax/MathJax.js" in page.read_text() and (course.feedback / "mathjax" / "MathJax.js").is_file()
     checked = run("check")
     assert checked.returncode == 0 and "the course is sound" in checked.stdout, checked.stdout + checked.stderr
     built = run("build")

@@ -42,6 +42,7 @@ def toy(test_source: str = "expect_count(double(21), 42)  # 2*21") -> NotebookNo
 
 def toy_course(tmp_path: Path, nb: NotebookNode) -> Course:
     shutil.copy2(ROOT / "nbgrader_config.py", tmp_path)
+    shutil.copytree(ROOT / "jupyter" / "share", tmp_path / "jupyter" / "share")  # feedback's local MathJax
     write_notebook(nb, tmp_path / "source" / "01_toy" / "01_toy.ipynb")
     return Course(tmp_path)
 

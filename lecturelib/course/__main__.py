@@ -119,7 +119,7 @@ def _grades(course: Course, args: argparse.Namespace) -> int:
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
-    default = course.root / "exports" / ("canvas-grades-cells.csv" if args.cells else "canvas-grades.csv")
+    default = course.exports / ("canvas-grades-cells.csv" if args.cells else "canvas-grades.csv")
     out = Path(args.out) if args.out else default
     grades.write(course, out, table)
     shown = out.resolve().relative_to(course.root) if out.resolve().is_relative_to(course.root) else out

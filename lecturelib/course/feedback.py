@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 
 from pathlib import Path
 
@@ -65,12 +66,24 @@ def unwritten(course: Course, assignment: str) -> list[str]:
     return problems
 
 
+def local_mathjax(course: Course) -> None:
+    """feedback/mathjax/: jupyter-server-mathjax's MathJax (what Formgrader serves), which a feedback page opened from
+    disk loads (jupyter/share's mathjax template) instead of the CDN: formulas render offline."""
+    import jupyter_server_mathjax
+
+    kept, copy = course.feedback / "mathjax", Path(jupyter_server_mathjax.__file__).parent / "static"
+    if not (kept / "MathJax.js").is_file() or (kept / "MathJax.js").read_bytes() != (copy / "MathJax.js").read_bytes():
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(copy, kept)
+
+
 def feedback(course: Course, assignments: list[str]) -> list[str]:
     """Generate feedback for every autograded submission; return problems: a leak, and every submitted notebook
     that got no page."""
     problems = []
     for assignment in assignments:
         if list(course.autograded.glob(f"*/{assignment}/*.ipynb")):  # else nbgrader would fail: nothing to do
+            local_mathjax(course)
             done = course.nbgrader("generate_feedback", assignment, "--force")
             if done.returncode != 0:
                 errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
