@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -82,6 +83,35 @@ def test_check_passes_a_sound_course_and_reports_drift(tmp_path: Path) -> None:
     problems = check(course, run=False)
     assert any(p.startswith("notebooks/01_toy/01_toy.ipynb: differs") for p in problems)
     assert any(p.startswith("solutions/stale.ipynb: stale") for p in problems)
+
+
+def test_build_keeps_work_in_the_release_it_replaces(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A student who saved answers in notebooks/, then followed `check`'s advice to build: nothing is lost silently.
+    In a git repository what git has is not kept again; without git every file the build changes is kept."""
+    course = toy_course(tmp_path, toy())
+    assert build(course) == []
+    released = course.release / "01_toy" / "01_toy.ipynb"
+    assert read_notebook(released).metadata.language_info["nbconvert_exporter"] == "python"  # complete: opens unmodified
+    git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,  # noqa: E731
+                                       check=True, capture_output=True)
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "course")
+    answered = released.read_text().replace("raise NotImplementedError()", "return 2 * x")
+    released.write_text(answered)
+    (course.release / "01_toy" / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    assert main(["build"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    (kept,) = (tmp_path / "logs" / "build").glob("kept-*")
+    assert out[:2] == [f"notebooks/01_toy/{name} had work that git does not have; the build replaced it: kept in "
+                       f"{kept.relative_to(tmp_path)}/notebooks/01_toy/{name}" for name in ("01_toy.ipynb", "notes.txt")]
+    assert (kept / "notebooks" / "01_toy" / "01_toy.ipynb").read_text() == answered
+    assert "return 2 * x" not in released.read_text()
+    shutil.rmtree(tmp_path / ".git")
+    assert main(["build"]) == 0  # no git: the release as built is no work of anyone's
+    assert capsys.readouterr().out.splitlines() == ["built notebooks/ (the release) and solutions/ from source/"]
 
 
 WRONG_TESTS = [  # (a hidden test that grades wrongly, what check says about it)

@@ -68,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     for note in repair_gradebook(course):
         print(note)
     if args.command == "build":
-        problems = build(course)
+        kept: list[str] = []
+        problems = build(course, notes=kept)
+        for note in kept:
+            print(printable(note))
         success = "built notebooks/ (the release) and solutions/ from source/"
     elif args.command == "check":
         problems = check(course, run=not args.no_execute)
