@@ -13,6 +13,7 @@ from lecturelib.course import grades
 from lecturelib.course.audit import audit, format_findings
 from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
 from lecturelib.course.build import build, check
+from lecturelib.course.bundle import BundleError, bundle
 from lecturelib.course.feedback import feedback
 from lecturelib.course.layout import Course, find_root, repair_gradebook, scripts_on_path
 from lecturelib.course.run import RunLocked
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p = sub.add_parser("feedback", help="generate feedback that never shows hidden tests")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
+    p = sub.add_parser("bundle", help="write the students' course (no source/, solutions or hidden tests) into OUT")
+    p.add_argument("out", metavar="OUT", help="a new or empty folder, or an earlier bundle (replaced; its .git kept)")
     p = sub.add_parser("grades", help="export grades for Canvas's gradebook import (exports/canvas-grades.csv)")
     p.add_argument("--assignment", action="append", dest="only", metavar="ASSIGNMENT", help="only this one (repeatable)")
     p.add_argument("--student", action="append", dest="students", metavar="ID", help="only this student (repeatable)")
@@ -91,6 +94,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if any(o.problems for o in report.outcomes) else 0
     elif args.command == "grades":
         return _grades(course, args)
+    elif args.command == "bundle":
+        try:
+            shown = bundle(course, Path(args.out))
+        except BundleError as e:
+            print(f"no bundle written: {e}", file=sys.stderr)
+            return 1 if "must not see" in str(e) else 2
+        print(f"wrote the students' course to {args.out}: notebooks/ (the release), lecturelib (without course), "
+              "jupyter/student, Makefile, README.md, requirements.txt; no hidden test, no solution")
+        for module, assignments in shown.items():
+            print(f"  {module} holds the reference of exercises of {', '.join(assignments)} (students may read it; "
+                  "`course audit` flags answers that use it)")
+        return 0
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))
         return 0
