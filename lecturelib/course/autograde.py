@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -224,12 +225,13 @@ def _ensure_gradebook(course: Course, assignments: list[str], students: list[str
     right; WAL lets workers read while one writes. Returns what had to be repaired."""
     notes = repair_gradebook(course)
     with Gradebook(f"sqlite:///{course.gradebook}") as gb:
-        known = {a.name for a in gb.assignments}
+        known = {a.name for a in gb.assignments if a.notebooks}  # `nbgrader db assignment add` (a due date) adds none
         for student in students:  # names and emails from a roster import stay as they are
             gb.update_or_create_student(student)
     for a in assignments:
-        if a not in known:
-            course.nbgrader("generate_assignment", a, "--force")
+        if a not in known:  # its notebooks and cells into the gradebook; the release it writes is thrown away (the
+            with tempfile.TemporaryDirectory(prefix="lecturelib-release-") as scratch:  # committed one is build's)
+                course.nbgrader("generate_assignment", a, "--force", f"--CourseDirectory.release_directory={scratch}")
     with sqlite3.connect(course.gradebook) as db:
         db.execute("PRAGMA journal_mode=WAL")
     for a in assignments:
