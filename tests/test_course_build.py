@@ -85,14 +85,19 @@ def test_check_passes_a_sound_course_and_reports_drift(tmp_path: Path) -> None:
     assert any(p.startswith("solutions/stale.ipynb: stale") for p in problems)
 
 
-def test_build_keeps_work_in_the_release_it_replaces(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_build_keeps_collapsed_code_and_work_in_the_release_it_replaces(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A student who saved answers in notebooks/, then followed `check`'s advice to build: nothing is lost silently.
-    In a git repository what git has is not kept again; without git every file the build changes is kept."""
-    course = toy_course(tmp_path, toy())
+    In a git repository what git has is not kept again; without git every file the build changes is kept. (And a
+    cell collapsed in the master, `source_hidden`, stays collapsed in the release and the solution.)"""
+    master = toy()
+    master.cells[1].metadata["jupyter"] = {"source_hidden": True}  # plumbing collapsed, as a widget's code may be
+    course = toy_course(tmp_path, master)
     assert build(course) == []
     released = course.release / "01_toy" / "01_toy.ipynb"
     assert read_notebook(released).metadata.language_info["nbconvert_exporter"] == "python"  # complete: opens unmodified
+    for built in (released, course.solutions / "01_toy.ipynb"):
+        assert read_notebook(built).cells[1].metadata["jupyter"] == {"source_hidden": True}
     git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,  # noqa: E731
                                        check=True, capture_output=True)
     git("init", "-q")
