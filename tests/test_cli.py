@@ -125,6 +125,9 @@ def test_cli_memory_equals_library(capsys: pytest.CaptureFixture[str], recipe: s
         "batch": 2,
         "seq_len": 4096,
         "recompute": recompute,
+        "zero_stage": 0,
+        "gpus": 1,
+        "scope": "per GPU",
         **expected.as_dict(),
     }
     assert result["total_bytes"] == sum(expected.parts().values())
