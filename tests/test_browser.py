@@ -255,8 +255,8 @@ def test_browser_student_runs_and_validates_each_notebook(browser, student_lab, 
 
 def test_browser_student_works_in_an_own_copy_that_updates_never_overwrite(browser, student_course) -> None:
     """`make lab`'s work/: an untouched copy opens unmodified; the student's answer is saved there; a course update
-    (the pilot changed, a notebook added) brings the new notebook and keeps the answer; the course's repository
-    has no changed file after any of it."""
+    (the pilot changed, a notebook added) brings the new notebook and keeps the answer, in JupyterLab and in the
+    Notebook 7 view (whose fonts load); the course's repository has no changed file after any of it."""
     root, base, token = student_course
     before = _git_status()
     (master,) = Course(ROOT).source_notebooks(PILOT)
@@ -292,6 +292,16 @@ def test_browser_student_works_in_an_own_copy_that_updates_never_overwrite(brows
         assert page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.widgets
             .some(c => c.model.sharedModel.getSource().includes('# my own answer'))""")
         shot(page, "student-own-copy-2-after-update")
+        failed: list[str] = []  # the Notebook 7 view of the same notebook: every request answered, its fonts too
+        fonts: list[int] = []
+        page.on("response", lambda r: (failed.append(f"{r.status} {r.url.split('?')[0]}") if r.status >= 400 else None,
+                                       fonts.append(r.status) if ".woff" in r.url else None))
+        page.goto(f"{base}/notebooks/{path}?token={token}", wait_until="networkidle", timeout=TIMEOUT_MS)
+        for _ in range(20):  # scroll through: formulas render (MathJax's .woff fonts load) as they come into view
+            page.mouse.wheel(0, 2000)
+            page.wait_for_timeout(300)
+        shot(page, "student-own-copy-3-notebook-view")
+        assert failed == [] and set(fonts) <= {200}, (failed, fonts)
     finally:
         page.close()
     assert _git_status() == before  # no tracked file changed, nothing new in the course's folders
@@ -342,7 +352,8 @@ def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     assert graded.returncode == 0, graded.stdout + graded.stderr
     assert "3 of 3 submissions autograded" in graded.stdout, graded.stdout
     (root / "exchange").mkdir()  # as `make instructor` does
-    with jupyter_lab(root, {"JUPYTER_PATH": str(ROOT / "jupyter" / "share")}, root / "lab.log") as (base, token):
+    instructor = {"JUPYTER_PATH": str(ROOT / "jupyter" / "share"), "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter" / "instructor")}
+    with jupyter_lab(root, instructor, root / "lab.log") as (base, token):  # as `make instructor` starts it
         yield course, base, token
 
 

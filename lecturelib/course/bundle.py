@@ -22,7 +22,8 @@ from lecturelib.course.layout import HIDDEN_MARKS, SOLUTION_MARKS, Course, iter_
 
 MARKER = ".course-bundle"  # in OUT: a bundle lives here (so a later bundle may replace it)
 INSTRUCTOR_ONLY_PACKAGES = ("pytest", "pytest-xdist", "nbval", "playwright", "hypothesis", "mypy")  # tests of the course
-STUDENT_JUPYTER = ("jupyter_server_config.json", "labconfig/page_config.json", "nbgrader_config.py")
+STUDENT_JUPYTER = ("jupyter_server_config.json", "jupyter_server_config.py", "labconfig/page_config.json",
+                   "nbgrader_config.py")
 MIN_LINE_CHARS = 16  # shorter lines ("return x", "n = 2") occur in any code
 KEEP = (".git",)  # a bundle folder that is a git repository keeps its history
 
