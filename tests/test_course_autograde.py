@@ -302,7 +302,7 @@ def test_formgrader_autograde_button_refuses_before_touching_anything(course: Co
         "honest); Formgrader's Autograde button and plain `nbgrader autograde` do not")
     assert graded.read_text() == "graded before"
     assert sorted(p.name for p in course.root.iterdir()) == sorted(
-        ["autograded", "gradebook.db", "nbgrader_config.py", "notebooks", "solutions", "source", "submitted"])
+        ["autograded", "gradebook.db", "jupyter", "nbgrader_config.py", "notebooks", "solutions", "source", "submitted"])
 
 
 def test_feedback_names_every_submission_it_could_not_write(course: Course, monkeypatch: pytest.MonkeyPatch,
