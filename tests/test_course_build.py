@@ -92,7 +92,8 @@ def test_build_keeps_collapsed_code_and_work_in_the_release_it_replaces(tmp_path
     cell collapsed in the master, `source_hidden`, stays collapsed in the release and the solution.)"""
     master = toy()
     master.cells[1].metadata["jupyter"] = {"source_hidden": True}  # plumbing collapsed, as a widget's code may be
-    course = toy_course(tmp_path, master)
+    (tmp_path / "course").mkdir()  # a course in a folder of a larger repository
+    course = toy_course(tmp_path / "course", master)
     assert build(course) == []
     released = course.release / "01_toy" / "01_toy.ipynb"
     assert read_notebook(released).metadata.language_info["nbconvert_exporter"] == "python"  # complete: opens unmodified
@@ -106,12 +107,12 @@ def test_build_keeps_collapsed_code_and_work_in_the_release_it_replaces(tmp_path
     answered = released.read_text().replace("raise NotImplementedError()", "return 2 * x")
     released.write_text(answered)
     (course.release / "01_toy" / "notes.txt").write_text("mine")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(course.root)
     assert main(["build"]) == 0
     out = capsys.readouterr().out.splitlines()
-    (kept,) = (tmp_path / "logs" / "build").glob("kept-*")
+    (kept,) = (course.root / "logs" / "build").glob("kept-*")
     assert out[:2] == [f"notebooks/01_toy/{name} had work that git does not have; the build replaced it: kept in "
-                       f"{kept.relative_to(tmp_path)}/notebooks/01_toy/{name}" for name in ("01_toy.ipynb", "notes.txt")]
+                       f"{kept.relative_to(course.root)}/notebooks/01_toy/{name}" for name in ("01_toy.ipynb", "notes.txt")]
     assert (kept / "notebooks" / "01_toy" / "01_toy.ipynb").read_text() == answered
     assert "return 2 * x" not in released.read_text()
     shutil.rmtree(tmp_path / ".git")

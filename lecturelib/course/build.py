@@ -83,15 +83,18 @@ def _unsaved(course: Course) -> list[Path] | None:
     """Files of notebooks/ and solutions/ that git does not have as they are (modified, untracked, ignored; not
     Jupyter's checkpoints); None where git cannot tell (not a git repository: then every file counts)."""
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=course.root, capture_output=True, text=True,
+                             timeout=60, check=False)
         done = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=traditional",
                                "--", course.release.name, course.solutions.name], cwd=course.root, capture_output=True,
                               timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    if done.returncode != 0:
+    if top.returncode != 0 or done.returncode != 0:
         return None
-    paths = [entry[3:].decode() for entry in done.stdout.split(b"\0") if len(entry) > 3]
-    return [course.root / p for p in paths if ".ipynb_checkpoints" not in Path(p).parts and (course.root / p).is_file()]
+    repo = Path(top.stdout.strip())  # porcelain paths are relative to the repository's top, wherever the course sits
+    paths = [repo / entry[3:].decode() for entry in done.stdout.split(b"\0") if len(entry) > 3]
+    return [p for p in paths if ".ipynb_checkpoints" not in p.parts and p.is_file()]
 
 
 def _hold_unsaved(course: Course, scratch: Path) -> list[Path]:
@@ -100,9 +103,9 @@ def _hold_unsaved(course: Course, scratch: Path) -> list[Path]:
     if found is None:
         found = [p for folder in (course.release, course.solutions) if folder.is_dir() for p in folder.rglob("*")
                  if p.is_file() and ".ipynb_checkpoints" not in p.parts]
-    held = []
+    held, root = [], course.root.resolve()
     for path in found:
-        rel = path.relative_to(course.root)
+        rel = path.resolve().relative_to(root)
         (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, scratch / rel)
         held.append(rel)
