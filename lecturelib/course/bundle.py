@@ -50,11 +50,11 @@ def _region_lines(source: str, marks: tuple[str, str]) -> list[str]:
 
 def secret_lines(course: Course) -> dict[str, dict[str, str]]:
     """'hidden' and 'solution': line -> assignment, for the lines (whitespace folded) of the masters' hidden tests
-    and solution regions that the release does not show."""
+    and solution regions that no notebook of the release shows (a line one notebook shows is public)."""
     found: dict[str, dict[str, str]] = {"hidden": {}, "solution": {}}
+    public = _fold("\n".join(c.source for path in sorted(course.release.rglob("*.ipynb"))  # what any release shows
+                              if ".ipynb_checkpoints" not in path.parts for c in read_notebook(path).cells))
     for assignment, master in iter_source_notebooks(course):
-        released = course.release / assignment / master.name
-        public = _fold("\n".join(c.source for c in read_notebook(released).cells)) if released.is_file() else ""
         for cell in read_notebook(master).cells:
             for kind, marks in (("hidden", HIDDEN_MARKS), ("solution", SOLUTION_MARKS)):
                 for line in map(_fold, _region_lines(cell.source, marks)):
