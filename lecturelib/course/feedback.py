@@ -1,11 +1,10 @@
-"""Generate nbgrader feedback and prove that it shows no hidden test."""
+"""Generate nbgrader feedback, prove that it shows no hidden test and no graders' reference, and name what got no page."""
 
 from __future__ import annotations
 
 import html
 import re
 import shutil
-
 from pathlib import Path
 
 from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, read_notebook
