@@ -244,7 +244,7 @@ print("tasks", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 """
     capfd.readouterr()
     status = sandbox.supervise(config, [config.python, "-c", code], writable=[], files={})
-    out = capfd.readouterr().out.strip().splitlines()
+    out = capfd.readouterr().err.strip().splitlines()  # the sandbox's output goes to the supervisor's stderr
     assert status == 0, out
     assert out[-2] == "ok gloo 2 True"
     assert out[-1] == "tasks [1, 2]"  # bwrap's init and this process: every rank is gone
