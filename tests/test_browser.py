@@ -314,13 +314,17 @@ def test_browser_student_works_in_an_own_copy_that_updates_never_overwrite(brows
 
 
 DUE = "2026-12-01 17:00:00 UTC"
-ROSTER = "id,first_name,last_name,email,lms_user_id\nann,Ann,Lee,ann@example.edu,101\nblank,Bo,Lank,,102\nsolved,Sol,Ved,,103\n"
+ROSTER = ("id,first_name,last_name,email,lms_user_id\nann,Ann,Lee,ann@example.edu,101\nblank,Bo,Lank,bo@example.edu,102\n"
+          "solved,Sol,Ved,,103\n")
+WORKSHEET = ("Identifier,Full name,Email address,Status,Grade,Maximum grade,Grade can be changed,Last modified (submission),"
+             "Last modified (grade),Feedback comments\nParticipant 1234,Bo Lank,bo@example.edu,Submitted for grading,,"
+             "10.00,Yes,,-,\n")  # Moodle's grading worksheet of the pilot: participant numbers are drawn per assignment
 
 
 @pytest.fixture(scope="module")
 def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Course, str, str]]:
     """The instructor's first grading of the pilot, as the README's Instructor guide does it: the roster imported,
-    the due date set, the LMS's download collected (`nbgrader zip_collect`: Canvas's and Moodle's file names), then
+    the due date set, the LMS's downloads collected (`course collect`: files named by hand, Canvas's and Moodle's), then
     `course autograde --workers 2` on a new gradebook with three students (one late, one blank)."""
     root = tmp_path_factory.mktemp("course")
     shutil.copy2(ROOT / "nbgrader_config.py", root)
@@ -340,16 +344,23 @@ def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     (master,) = course.source_notebooks(PILOT)
     release = read_notebook(course.release / PILOT / master.name)
     solved = fill_answers(release, read_notebook(master))
-    archive = root / "downloaded" / PILOT / "archive"  # what the LMS gives: its own prefix before the student's name
-    write_notebook(solved, archive / f"solved--{master.name}")
-    write_notebook(hostile(release), archive / "Bo Lank_1234_assignsubmission_file_" / f"blank--{master.name}")  # Moodle
-    write_notebook(solved, archive / f"leeann_LATE_101_9001_ann--{master.name}")  # Canvas
-    done = course.nbgrader("zip_collect", PILOT)
-    assert done.returncode == 0, done.stderr[-2000:]
+    # the LMS's downloads, each collected as the guide says: files named by hand, Canvas's, Moodle's (the participant
+    # number found in the assignment's grading worksheet); the submission times in timestamps.csv
+    downloaded = root / "downloaded" / PILOT
+    downloaded.mkdir(parents=True)
+    (downloaded / "timestamps.csv").write_text("student,timestamp\nsolved,2026-12-01 16:00:00 UTC\n"
+                                               "blank,2026-12-01 16:30:00 UTC\nann,2026-12-01 18:05:00 UTC\n")
+    (downloaded / "worksheet.csv").write_text(WORKSHEET)
+    archive = downloaded / "archive"
+    for lms, name, nb in (("course", f"solved--{master.name}", solved),
+                          ("canvas", f"leeann_LATE_101_9001_ann--{master.name}", solved),
+                          ("moodle", f"Bo Lank_1234_assignsubmission_file_/blank--{master.name}", hostile(release))):
+        shutil.rmtree(archive, ignore_errors=True)
+        write_notebook(nb, archive / name)
+        done = run("collect", PILOT, "--lms", lms)
+        assert done.returncode == 0 and "collected 1 submission into submitted/" in done.stdout, done.stdout + done.stderr
     assert sorted(p.name for p in course.submitted.iterdir()) == ["ann", "blank", "solved"]
-    for student, when in (("solved", "2026-12-01 16:00:00 UTC"), ("blank", "2026-12-01 16:30:00 UTC"),
-                          ("ann", "2026-12-01 18:05:00 UTC")):  # the LMS's submission times
-        (course.submitted / student / PILOT / "timestamp.txt").write_text(when)
+    assert (course.submitted / "ann" / PILOT / "timestamp.txt").read_text().strip() == "2026-12-01 18:05:00 UTC"
     graded = run("autograde", PILOT, "--workers", "2")
     assert graded.returncode == 0, graded.stdout + graded.stderr
     assert "3 of 3 submissions autograded" in graded.stdout, graded.stdout

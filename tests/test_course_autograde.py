@@ -336,3 +336,26 @@ def test_parallel_kernels_share_the_cores(monkeypatch: pytest.MonkeyPatch, cores
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the instructor's setting wins; the sandbox passes it on
     assert thread_env(workers) == {}
     assert "OMP_NUM_THREADS" in sandbox.PASS_ENV
+
+
+def test_restore_missing_cells_leaves_a_cell_the_release_does_not_manage(tmp_path: Path) -> None:
+    """A release cell without nbgrader metadata (the course's prose) whose id a submission cell shares is no
+    managed cell to restore: that cell stays the student's, and cells whose metadata an editor dropped still get
+    the release's back by their ids (formerly a KeyError on 'grade_id' that stopped grading)."""
+    from lecturelib.course.preprocessors import RestoreMissingCells
+
+    release = toy()
+    release.cells.insert(1, nbformat.v4.new_markdown_cell("Some prose the course does not grade."))
+    for k, c in enumerate(release.cells):
+        c["id"] = f"cell-{k}"
+    write_notebook(release, tmp_path / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    nb = nbformat.from_dict(json.loads(nbformat.writes(release)))
+    for c in nb.cells:
+        c.metadata.pop("nbgrader", None)  # an editor that drops cell metadata but keeps cell ids
+    nb.cells[1].source = "My own notes, in the cell that held the prose."
+    nb.cells[3].source = RIGHT
+    restore = RestoreMissingCells(release_directory=str(tmp_path))
+    done, _ = restore.preprocess(nb, {"nbgrader": {"assignment": ASSIGNMENT, "notebook": ASSIGNMENT}})
+    assert [c["id"] for c in done.cells] == [f"cell-{k}" for k in range(5)]  # nothing restored twice
+    assert [nbgrader_meta(c).get("grade_id") for c in done.cells] == ["intro", None, "setup", "ex1_1", "ex1_1_test"]
+    assert done.cells[1].source == "My own notes, in the cell that held the prose." and done.cells[3].source == RIGHT

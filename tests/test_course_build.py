@@ -11,7 +11,7 @@ import pytest
 from nbformat.notebooknode import NotebookNode
 
 from lecturelib.course.__main__ import main
-from lecturelib.course.audit import audit_source
+from lecturelib.course.audit import asked_functions, audit_source
 from lecturelib.course.build import build, check
 from lecturelib.course.layout import Course, fill_answers, make_solution, read_notebook, write_notebook
 
@@ -188,6 +188,15 @@ def test_course_cli_rejects_unknown_assignment(tmp_path: Path, monkeypatch: pyte
         ("open(name, 'a').write('x')", "writes a file"),
         ("import os\nos.readlink(f'/proc/{os.getppid()}/cwd')", "looks at other processes"),
         ("p = 'x/gradebook.db'", "names a place of grading (gradebook)"),
+        # a rename is an atomic write only onto a path the caller gave, from a path made of that same path
+        ("import os\nos.replace('x.tmp', 'x')", "touches files or processes (os.replace)"),
+        ("import os\ndef f(p):\n    os.replace(p, 'x')", "touches files or processes (os.replace)"),
+        ("import os\ndef f(p, q):\n    os.replace(q, p)", "touches files or processes (os.replace)"),
+        ("import os\ndef f(p):\n    os.rename(os.getcwd() + '/x', p)", "touches files or processes (os.rename)"),
+        ("import os\ndef f(p):\n    p = os.getcwd()\n    os.replace(p + '.tmp', p)", "touches files or processes"),
+        ("import os, glob\ndef f(p):\n    for t in glob.glob('*'):\n        os.replace(t, p)", "touches files or"),
+        ("import os\ndef f(p):\n    os.replace(os.path.join(p, '..', 'x'), p)", "touches files or processes"),
+        ("import os\ndef f(p):\n    os.remove(p + '.tmp')", "touches files or processes (os.remove)"),
     ],
 )
 def test_audit_source_flags_tampering(source: str, finding: str) -> None:
@@ -195,9 +204,21 @@ def test_audit_source_flags_tampering(source: str, finding: str) -> None:
     assert any(finding in what for what in found), found
 
 
+@pytest.mark.parametrize("source", [
+    "import os, torch\ndef save(state, path):\n    tmp = path + '.tmp'\n    torch.save(state, tmp)\n    os.replace(tmp, path)",
+    "from os import replace\nfrom pathlib import Path\ndef save(path):\n    replace(Path(path).with_suffix('.tmp'), path)",
+    "import os\ndef save(path):\n    os.rename(f'{path}.part', path)",
+])
+def test_audit_source_passes_an_atomic_write_of_the_callers_file(source: str) -> None:
+    assert audit_source(source, {"matmul_flops"}) == []
+
+
 def test_audit_source_passes_honest_answers() -> None:
+    """Each notebook's reference answers, audited as `course audit` does: against that notebook's own exercises (a
+    notebook may use lecturelib's reference of another notebook's exercise, as 09 uses matmul_flops)."""
     for master in sorted((ROOT / "source").rglob("*.ipynb")):
         answers = [c.source for c in fill_answers(read_notebook(master), read_notebook(master)).cells
                    if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+        asked = asked_functions(master)
         for source in answers:
-            assert audit_source(source, {"matmul_flops"}) == [], source
+            assert audit_source(source, asked) == [], source

@@ -468,20 +468,6 @@ def test_lms_collect_lets_an_upload_speak_only_for_its_student(built: Path, tmp_
     assert again == [] and any("already in submitted/" in p for p in problems)
 
 
-def test_lms_collect_reads_canvas_names(built: Path, tmp_path: Path) -> None:
-    """Canvas's bulk download (lastnamefirstname_[LATE_]USERID_SUBMISSIONID_FILE), as its zip or unpacked."""
-    course = _copy(built, tmp_path / "course")
-    right = nbformat.writes(notebook(course, RIGHT)).encode()
-    archive = course.root / "downloaded" / ASSIGNMENT / "archive"
-    archive.mkdir(parents=True)
-    (archive / "submissions.zip").write_bytes(_zip({
-        "smithjane_12345_678901_01_toy.ipynb": right, "doejohn_LATE_222_333_work.zip": _zip({NOTEBOOK: right}),
-        "roeann_444_555_roeann_444_555_01_toy.ipynb": right}))
-    collected, problems = collect_downloads(course, ASSIGNMENT, lms="canvas")
-    assert sorted(os.listdir(course.submitted)) == ["doejohn_222", "roeann_444", "smithjane_12345"], problems
-    assert problems == []
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The pieces, without a kernel
 

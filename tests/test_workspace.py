@@ -25,6 +25,16 @@ def version(path: Path) -> str:
     return str(json.loads(path.read_text())["metadata"]["language_info"]["version"])
 
 
+UPDATE = "A cell the course added in an update."
+
+
+def updated(notebook: Path) -> None:
+    """The course's update of a released notebook: a cell added at the end (whatever the notebook says)."""
+    nb = json.loads(notebook.read_text())
+    nb["cells"].append({"cell_type": "markdown", "id": "added-in-an-update", "metadata": {}, "source": UPDATE})
+    notebook.write_text(json.dumps(nb, indent=1))
+
+
 def test_first_sync_copies_the_release_for_this_python(release: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     said = sync(release, work)
@@ -41,21 +51,25 @@ def test_updates_never_overwrite_a_students_work(release: Path, tmp_path: Path) 
     work = tmp_path / "work"
     sync(release, work)
     mine = work / PILOT
-    mine.write_text(mine.read_text().replace("YOUR CODE HERE", "my answer"))
+    nb = json.loads(mine.read_text())
+    nb["cells"].append({"cell_type": "code", "id": "mine", "metadata": {}, "source": "my_answer = 42",
+                        "outputs": [], "execution_count": None})  # the student's work
+    mine.write_text(json.dumps(nb, indent=1))
     answered = mine.read_bytes()
-    untouched = sorted(work.rglob("*.ipynb"))[0]
-    (release / PILOT).write_text((release / PILOT).read_text().replace("Why a matmul", "Why a matmul (updated)"))
-    first = release / untouched.relative_to(work)
-    first.write_text(first.read_text().replace("import", "import  "))
-    (release / "09_new").mkdir()
-    (release / "09_new" / "09_new.ipynb").write_text((release / PILOT).read_text())
+    untouched = next(p for p in sorted(work.rglob("*.ipynb")) if p != mine)
+    for changed in (release / PILOT, release / untouched.relative_to(work)):  # the course updates both notebooks
+        updated(changed)
+    added = release / "99_added_later" / "99_added_later.ipynb"  # a notebook the course adds: no release has it
+    assert not added.parent.exists()
+    added.parent.mkdir()
+    added.write_text((release / PILOT).read_text())
     said = sync(release, work)
     assert mine.read_bytes() == answered  # the student's answer stays
     assert f"kept your work/{PILOT}: the course updated notebooks/{PILOT} since your copy was made; compare the two " \
            "and copy what you need (your file is never overwritten)" in said
     assert f"updated work/{untouched.relative_to(work).as_posix()}: the course changed it and you had not" in said
-    assert "copied notebooks/09_new/09_new.ipynb to work/09_new/09_new.ipynb" in said
-    assert untouched.read_text().count("import  ") >= 1
+    assert "copied notebooks/99_added_later/99_added_later.ipynb to work/99_added_later/99_added_later.ipynb" in said
+    assert UPDATE in untouched.read_text()
     assert sync(release, work) == []  # told once
     mine.unlink()
     assert sync(release, work) == [f"copied notebooks/{PILOT} to work/{PILOT} (again: it was deleted)"]

@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
                                        "(in place of nbgrader zip_collect)")
     p.add_argument("assignment", metavar="ASSIGNMENT")
     p.add_argument("--lms", choices=sorted(LMS_NAMES), default="course",
-                   help="how the files are named: course (STUDENT--FILE, default) or canvas (Canvas's bulk download)")
+                   help="how the files are named: course (STUDENT--FILE, named by hand; the default), canvas (Canvas's "
+                        "Download Submissions: its user ids, mapped to the roster's lms_user_id) or moodle (Moodle's "
+                        "Download all submissions: its participant numbers, mapped to the roster by "
+                        "downloaded/ASSIGNMENT/worksheet.csv, the assignment's grading worksheet)")
     p.add_argument("--force", action="store_true", help="replace a student's submission already in submitted/")
     p = sub.add_parser("autograde", help="autograde every collected submission in parallel")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
@@ -100,10 +103,13 @@ def main(argv: list[str] | None = None) -> int:
             print(printable(note))
         return 1 if any(o.problems for o in report.outcomes) else 0
     elif args.command == "collect":
+        notes: list[str] = []
         collected, problems = collect_downloads(course, _assignments(course, [args.assignment])[0], lms=args.lms,
-                                                force=args.force)
+                                                force=args.force, notes=notes)
         for line in collected:
             print(f"collected {printable(line)}")
+        for note in notes:
+            print(printable(note))
         problems = [printable(p) for p in problems]
         success = f"collected {len(collected)} submission{'s' if len(collected) != 1 else ''} into submitted/"
     elif args.command == "grades":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,77 @@ def _outside_path(node: ast.AST) -> bool:
     )
 
 
+RENAMES = {"os.replace", "os.rename"}
+PATH_CALLS = {"str", "os.fspath", "os.path.join", "os.path.dirname", "os.path.basename", "os.path.abspath",
+              "pathlib.Path", "Path", "pathlib.PurePath"}  # make a path from a path, touching nothing
+PATH_METHODS = {"with_suffix", "with_name", "with_stem", "joinpath", "as_posix"}
+
+
+def _merge(parts: list[set[str] | None]) -> set[str] | None:
+    """The parameters of every part of a path, or None if one part comes from anywhere else."""
+    return None if any(p is None for p in parts) else {name for p in parts if p is not None for name in p}
+
+
+def _atomic_writes(tree: ast.AST, resolve: Callable[[str], str]) -> set[int]:
+    """The os.replace/os.rename calls (by id) that finish an atomic write of a file the caller named: inside a
+    function, the target is one of its parameters and the file moved onto it a path made from that same
+    parameter (`tmp = path + ".tmp"; torch.save(state, tmp); os.replace(tmp, path)`, as a checkpoint is saved).
+    A rename whose paths come from anywhere else (a literal, the working folder, a listing) is no such write."""
+    found: set[int] = set()
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        a = fn.args
+        params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+        body = [n for stmt in fn.body for n in ast.walk(stmt)]
+        assigned: dict[str, list[ast.expr]] = {}  # every value a name of the function is given
+        simple = {id(n.target if isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) else n.targets[0]): n.value
+                  for n in body if isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr))
+                  or isinstance(n, ast.Assign) and len(n.targets) == 1}
+        for n in body:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                assigned.setdefault(n.id, []).append(simple.get(id(n)) or ast.Constant(None))  # else: unknown
+            elif isinstance(n, ast.arg) and n.arg not in params:  # a nested function's or lambda's
+                assigned.setdefault(n.arg, []).append(ast.Constant(None))
+
+        def roots(node: ast.expr | None, seen: frozenset[str] = frozenset()) -> set[str] | None:
+            """The parameters a path is made from, or None when anything else goes into it."""
+            if node is None:
+                return None
+            if isinstance(node, ast.Constant):
+                ok = isinstance(node.value, str) and not _outside_path(node) and not any(w in node.value for w in WORDS)
+                return set() if ok else None
+            if isinstance(node, ast.Name):
+                if node.id in seen:
+                    return None
+                values = assigned.get(node.id, [])
+                if node.id in params and not values:
+                    return {node.id}
+                if not values or node.id in params:  # a parameter given a new value, or a name from outside
+                    return None
+                return _merge([roots(v, seen | {node.id}) for v in values])
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
+                return _merge([roots(node.left, seen), roots(node.right, seen)])
+            if isinstance(node, ast.JoinedStr):
+                return _merge([roots(v.value if isinstance(v, ast.FormattedValue) else v, seen) for v in node.values])
+            if isinstance(node, ast.Attribute) and node.attr == "parent":
+                return roots(node.value, seen)
+            if isinstance(node, ast.Call) and not node.keywords:
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr in PATH_METHODS:
+                    return _merge([roots(x, seen) for x in [func.value, *node.args]])
+                if resolve(_dotted(func)) in PATH_CALLS:
+                    return _merge([roots(x, seen) for x in node.args])
+            return None
+
+        for n in body:
+            if isinstance(n, ast.Call) and resolve(_dotted(n.func)) in RENAMES and len(n.args) == 2 and not n.keywords:
+                target = n.args[1]
+                source = roots(n.args[0])
+                if isinstance(target, ast.Name) and target.id in params and not assigned.get(target.id) and \
+                        source is not None and source == {target.id}:
+                    found.add(id(n))
+    return found
+
+
 def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
     """(line, finding) for one cell's code; `asked` are the functions the exercises ask for."""
     try:
@@ -86,6 +158,7 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
         full = aliases.get(head, head)
         return f"{full}.{rest}" if rest else full
 
+    atomic = _atomic_writes(tree, resolve)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
@@ -105,7 +178,7 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
                 found.append((line, f"{name}() on {resolve(_dotted(node.args[0])) or 'an object'}"))
             elif name in EXITS or name.endswith(("kernel.do_shutdown", "ask_exit")):
                 found.append((line, f"ends the kernel ({name})"))
-            elif name in FILES:
+            elif name in FILES and id(node) not in atomic:
                 found.append((line, f"touches files or processes ({name})"))
             elif name in DYNAMIC:
                 found.append((line, f"runs code the audit cannot read ({name})"))

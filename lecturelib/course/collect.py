@@ -11,11 +11,12 @@ submission is still collected and graded.
 * `SafeExchangeCollect` is `nbgrader collect` (and Formgrader's Collect button) for this course: files are
   copied from the exchange through descriptors opened without following links, and a folder in the exchange
   owned by another student's account is refused.
-* `collect_downloads` is `python -m lecturelib.course collect NN_topic`, in place of `nbgrader zip_collect`
-  (which the course's configuration refuses: it lets any zip member name any student, extracts zips inside zips
-  and aborts the whole class on one duplicate): each upload speaks only for the student the LMS named it after,
-  archives are checked (names, sizes, ratios, no nesting) before anything is extracted, and a bad upload costs
-  only itself.
+* `collect_downloads` is `python -m lecturelib.course collect NN_topic [--lms course|canvas|moodle]`, in place
+  of `nbgrader zip_collect` (which the course's configuration refuses: it lets any zip member name any student,
+  extracts zips inside zips and aborts the whole class on one duplicate): each upload speaks only for the student
+  the LMS named it after (Canvas's user id, Moodle's participant number, mapped onto the roster's ids by
+  lecturelib.course.roster; a name the student typed inside the file name never decides), archives are checked
+  (names, sizes, ratios, no nesting) before anything is extracted, and a bad upload costs only itself.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.plugins.zipcollect import ExtractorPlugin
 
+from lecturelib.course import roster
 from lecturelib.course.layout import Course
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")  # no markup, no path, no "--": safe in a page and a path
@@ -45,14 +47,21 @@ RATIO_FLOOR = 2**20
 ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".whl", ".jar")
 IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store", "__MACOSX", "Thumbs.db")  # editors' litter
 TIMESTAMP = "timestamp.txt"  # written by nbgrader collect: the submission time, for late penalties
-# How each LMS names the files of a bulk download: (student id, the student's own file name) from a name.
+# How each LMS names the files of a bulk download (see lecturelib.course.roster for whom the ids name).
 LMS_NAMES = {
-    # STUDENT--FILE, e.g. alice--02_matmul_flops.ipynb (files named by hand, or by a script from an LMS export)
+    # STUDENT--FILE, e.g. alice--02_matmul_flops.ipynb: files named by hand (or by the instructor's script); the
+    # name is all that says who the student is
     "course": re.compile(r"(?P<student>[A-Za-z0-9][A-Za-z0-9._@+]*(?:-[A-Za-z0-9._@+]+)*)--(?P<file>.+)"),
-    # Canvas "Download Submissions": lastnamefirstname_[LATE_]USERID_SUBMISSIONID_FILE, e.g.
-    # smithjane_12345_6789012_02_matmul_flops.ipynb; the student id is smithjane_12345 (name and Canvas user id)
-    "canvas": re.compile(r"(?P<name>[a-z0-9]+)_(?:LATE_)?(?P<id>\d+)_\d+_(?P<file>.+)"),
+    # Canvas's "Download Submissions": lastnamefirstname_[LATE_]USERID_FILEID_FILE, e.g.
+    # smithjane_12345_6789012_02_matmul_flops.ipynb. Canvas keeps `_DIGITS_` out of the name part (it uses the first
+    # one to find the user id) but not `_`, so the name is everything before the first `_[late_]DIGITS_DIGITS_`.
+    "canvas": re.compile(r"(?P<name>[^/]+?)_(?:(?P<late>LATE|late)_)?(?P<id>\d+)_\d+_(?P<file>[^/]+)"),
+    # Moodle's "Download all submissions": a folder per student and plugin, Full Name_PARTICIPANT_assignsubmission_file_/
+    # FILE (or, with "Download submissions in folders" off, the folder's name before each file). Moodle turns `_` in
+    # the name into a space.
+    "moodle": re.compile(r"(?P<name>[^_/]+)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_/?(?P<file>[^/].*)"),
 }
+MOODLE_FOLDER = re.compile(r"(?P<name>[^_/]+)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_")
 
 
 def kind(st: os.stat_result) -> str:
@@ -250,13 +259,34 @@ class RefuseZipCollect(ExtractorPlugin):
 # LMS downloads: python -m lecturelib.course collect
 
 
-def lms_name(name: str, lms: str) -> tuple[str, str] | None:
-    """(student id, file name) of a file an LMS named for one student, or None when the name does not say."""
+@dataclass(frozen=True)
+class Named:
+    """Who an LMS's name says made an upload, and the student's own file name."""
+
+    key: str  # the LMS's id of the student: STUDENT of STUDENT--FILE, Canvas's user id, Moodle's participant number
+    file: str  # the name the student gave the file (its last part)
+    who: str  # the student as the LMS wrote the name, for messages ("smithjane", "Jane Smith")
+    late: bool = False  # Canvas's LATE_
+    plugin: str = "file"  # Moodle's submission plugin (only `file` holds uploads)
+
+
+def lms_name(name: str, lms: str) -> Named | None:
+    """Who an LMS named an upload after, from its name in the download (Moodle: its path, from the per-student
+    folder), or None when the name does not say."""
     m = LMS_NAMES[lms].fullmatch(name)
     if m is None:
         return None
-    student = m["student"] if lms == "course" else f"{m['name']}_{m['id']}"
-    return (student, m["file"]) if valid_student(student) else None
+    if lms == "course":
+        return Named(m["student"], m["file"], m["student"]) if valid_student(m["student"]) else None
+    if lms == "canvas":
+        return Named(m["id"], m["file"], m["name"], late=m["late"] is not None)
+    return Named(m["id"], m["file"].split("/")[-1], m["name"].strip(), plugin=m["plugin"])
+
+
+def _typed(name: str) -> tuple[str | None, str]:
+    """(the student a STUDENT--FILE name names, FILE), or (None, name)."""
+    m = LMS_NAMES["course"].fullmatch(name)
+    return (m["student"], m["file"]) if m else (None, name)
 
 
 def _normal(name: str) -> str:
@@ -273,28 +303,39 @@ class Upload:
     student: str
     files: dict[str, bytes] = field(default_factory=dict)
     problem: str = ""
+    late: bool = False
+    notes: list[str] = field(default_factory=list)
 
 
-def _member_problem(info: zipfile.ZipInfo, student: str, allowed: set[str]) -> str:
-    """Why one member of a student's zip is refused ('' if it is a file of the assignment)."""
+def _claims(up: Upload, name: str, typed: str | None, strict: bool) -> bool:
+    """Whether a file name that names a student (`typed`--FILE) may stand in `up`: never for another student when
+    the name is all that says who the upload is from (`strict`: files named by hand); else the LMS has said, and the
+    name only earns a note."""
+    if typed is None or typed == up.student:
+        return True
+    if strict:
+        return False
+    up.notes.append(f"{up.source}: its file name {name!r} names {typed!r}; collected as {up.student}'s, the student the "
+                    "LMS says uploaded it (an upload speaks only for its own student)")
+    return True
+
+
+def _member_problem(info: zipfile.ZipInfo, allowed: set[str]) -> str:
+    """Why one member of a student's zip is refused ('' if it may be a file of the assignment)."""
     name = info.filename
     parts = name.replace("\\", "/").split("/")
     if "\\" in name or name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in parts or "\0" in name:
         return f"{name!r}: a path outside the archive"
     if stat.S_ISLNK(info.external_attr >> 16):
         return f"{name!r}: a symbolic link"
-    base = parts[-1]
-    if base.lower().endswith(ARCHIVES):
+    if parts[-1].lower().endswith(ARCHIVES):
         return f"{name!r}: an archive inside an archive (not opened)"
-    claimed = LMS_NAMES["course"].fullmatch(base)
-    if claimed and claimed["student"] != student:
-        return f"{name!r}: names another student ({claimed['student']}); an upload speaks only for its own student"
-    if _normal(base) not in allowed:
+    if _normal(_typed(parts[-1])[1]) not in allowed:
         return f"{name!r}: not a file of the assignment"
     return ""
 
 
-def _read_zip(data_path: Path, student: str, allowed: set[str]) -> tuple[dict[str, bytes], str]:
+def _read_zip(data_path: Path, up: Upload, allowed: set[str], strict: bool) -> tuple[dict[str, bytes], str]:
     """The files a student's zip gives, checked before anything is extracted: names, count, sizes, ratios."""
     try:
         with zipfile.ZipFile(data_path) as z:
@@ -302,7 +343,10 @@ def _read_zip(data_path: Path, student: str, allowed: set[str]) -> tuple[dict[st
                      and not any(_ignored(p) for p in i.filename.replace("\\", "/").split("/"))]
             if len(infos) > MAX_MEMBERS:
                 return {}, f"{len(infos)} files (at most {MAX_MEMBERS})"
-            problems = [p for p in (_member_problem(i, student, allowed) for i in infos) if p]
+            problems = [p for p in (_member_problem(i, allowed) for i in infos) if p]
+            bases = [i.filename.replace("\\", "/").split("/")[-1] for i in infos]
+            problems += [f"{i.filename!r}: names another student ({_typed(b)[0]}); an upload speaks only for its own "
+                         "student" for i, b in zip(infos, bases) if not _claims(up, b, _typed(b)[0], strict)]
             if problems:
                 return {}, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
             total = sum(i.file_size for i in infos)
@@ -311,7 +355,7 @@ def _read_zip(data_path: Path, student: str, allowed: set[str]) -> tuple[dict[st
             for i in infos:
                 if i.file_size > RATIO_FLOOR and i.file_size > MAX_RATIO * max(1, i.compress_size):
                     return {}, f"{i.filename!r} expands {i.file_size // max(1, i.compress_size)} times (a zip bomb?)"
-            names = [_normal(i.filename.replace("\\", "/").split("/")[-1]) for i in infos]
+            names = [_normal(_typed(b)[1]) for b in bases]
             if len(set(names)) != len(names):
                 return {}, "it holds two files of the same name"
             files = {}
@@ -326,26 +370,28 @@ def _read_zip(data_path: Path, student: str, allowed: set[str]) -> tuple[dict[st
         return {}, f"not a readable zip ({type(e).__name__}: {str(e)[:100]})"
 
 
-def _upload(path: Path, source: str, student: str, filename: str, notebooks: set[str], data: set[str]) -> Upload:
+def _upload(path: Path, source: str, student: str, named: Named, notebooks: set[str], data: set[str],
+            strict: bool) -> Upload:
     """One student's upload: a notebook, a data file, or a zip of them."""
-    up = Upload(source, student)
+    up = Upload(source, student, late=named.late)
     allowed = notebooks | data
+    filename = named.file
     st = path.lstat()
     if not stat.S_ISREG(st.st_mode):
         up.problem = f"it is {kind(st)}"
     elif filename.lower().endswith(".zip"):
-        up.files, up.problem = _read_zip(path, student, allowed)
+        up.files, up.problem = _read_zip(path, up, allowed, strict)
     elif st.st_size > MAX_FILE_BYTES:
         up.problem = f"{st.st_size} bytes (at most {MAX_FILE_BYTES})"
     elif filename.lower().endswith(ARCHIVES):
         up.problem = "an archive that is not a zip"
     else:
-        name = _normal(filename)
+        typed, rest = _typed(filename)
+        name = _normal(rest)
         if name not in allowed and name.endswith(".ipynb") and len(notebooks) == 1:
             name = next(iter(notebooks))  # the assignment's one notebook, renamed by the student
-        claimed = LMS_NAMES["course"].fullmatch(filename)
-        if claimed and claimed["student"] != student:
-            up.problem = f"its name names another student ({claimed['student']})"
+        if not _claims(up, filename, typed, strict):
+            up.problem = f"its name names another student ({typed})"
         elif name not in allowed:
             up.problem = "not a file of the assignment"
         else:
@@ -353,36 +399,95 @@ def _upload(path: Path, source: str, student: str, filename: str, notebooks: set
     return up
 
 
-def collect_downloads(course: Course, assignment: str, *, lms: str = "course", force: bool = False) -> tuple[list[str], list[str]]:
+class _Found:
+    """The uploads of one download, each with the roster student it speaks for (or why it speaks for none)."""
+
+    def __init__(self, course: Course, assignment: str, lms: str, problems: list[str], notes: list[str]) -> None:
+        self.lms, self.problems, self.notes = lms, problems, notes
+        self.notebooks, self.data = expected_files(course, assignment)
+        self.identify = roster.identify(lms, roster.read_roster(course.gradebook), course.root / "downloaded" / assignment) \
+            if lms != "course" else None
+        self.uploads: list[Upload] = []
+
+    def student(self, named: Named, source: str) -> str | None:
+        """The student id an upload is filed under, or None (and a problem, or a note) when it is not collected."""
+        if named.plugin != "file":
+            self.notes.append(f"{source}: not collected: Moodle's {named.plugin} (only uploaded files are graded)")
+            return None
+        if self.identify is None:
+            return named.key
+        student, why = self.identify(named.key, named.who)
+        if why:
+            self.problems.append(f"{source}: refused: {why}")
+            return None
+        if not valid_student(student):
+            self.problems.append(f"{source}: refused: the roster's id {student!r} is no valid student id (letters, "
+                                 "digits and . _ @ + -)")
+            return None
+        return student
+
+    def add(self, path: Path, source: str, named: Named) -> None:
+        student = self.student(named, source)
+        if student is not None:
+            self.uploads.append(_upload(path, source, student, named, self.notebooks, self.data,
+                                        strict=self.lms == "course"))
+
+
+def collect_downloads(course: Course, assignment: str, *, lms: str = "course", force: bool = False,
+                      notes: list[str] | None = None) -> tuple[list[str], list[str]]:
     """Collect downloaded/ASSIGNMENT/archive/ into submitted/STUDENT/ASSIGNMENT/; (what was collected, problems).
 
-    Each top-level file of archive/ is one student's upload, named by the LMS (`lms`: "course" for
-    STUDENT--FILE, "canvas" for Canvas's bulk download names), or a bulk download zip whose members are such
-    uploads. An upload is a notebook, a data file, or a zip of them (no zip inside it). A student already in
-    submitted/ is left alone unless `force`."""
-    archive = course.root / "downloaded" / assignment / "archive"
+    Each top-level entry of archive/ is one student's upload, named by the LMS (`lms`: "course" for STUDENT--FILE,
+    named by hand; "canvas" for Canvas's bulk download names; "moodle" for Moodle's per-student folders or files), or
+    a bulk download zip whose members are such uploads. An upload is a notebook, a data file, or a zip of them (no
+    zip inside it). With canvas and moodle, the LMS's id of the student is mapped onto the roster
+    (lecturelib.course.roster): an id the roster does not have is refused. downloaded/ASSIGNMENT/timestamps.csv
+    gives submission times (timestamp.txt). A student already in submitted/ is left alone unless `force`. What is
+    worth knowing but refuses nothing goes to `notes`."""
+    notes = [] if notes is None else notes
+    downloaded = course.root / "downloaded" / assignment
+    archive = downloaded / "archive"
     if not archive.is_dir():
         return [], [f"no folder {archive.relative_to(course.root)}: put the LMS's download there"]
-    notebooks, data = expected_files(course, assignment)
-    uploads: list[Upload] = []
     problems: list[str] = []
+    found = _Found(course, assignment, lms, problems, notes)
+    if found.identify is not None and not found.identify.roster.ids:
+        return [], [f"no roster in {course.gradebook.name}: the {lms} download names students by {lms}'s ids, which only "
+                    "the roster maps to the course's students. Import it first (.venv/bin/nbgrader db student import "
+                    "roster.csv, columns id,first_name,last_name,email,lms_user_id), then collect again"]
+    if lms == "moodle" and found.identify is not None and (found.identify.worksheet_problem or
+                                                           not found.identify.participants):
+        return [], [f"no Moodle grading worksheet in downloaded/{assignment}/{roster.WORKSHEET}"
+                    + (f" ({found.identify.worksheet_problem})" if found.identify.worksheet_problem else "")
+                    + ": Moodle's download names students by participant numbers drawn for this assignment only; save "
+                    "the assignment's worksheet there (View all submissions → Grading action → Download grading "
+                    "worksheet, with Email address among the identity fields), then collect again"]
+    times, bad_times = roster.read_times(downloaded / roster.TIMES)
+    problems += [f"downloaded/{assignment}/{p}" for p in bad_times]
     with tempfile.TemporaryDirectory(prefix="lecturelib-collect-") as scratch:
         for path in sorted(archive.iterdir()):
+            folder = MOODLE_FOLDER.fullmatch(path.name) if lms == "moodle" and path.is_dir() else None
+            if folder is not None and not path.is_symlink():  # a per-student folder: its files are the uploads
+                _folder(path, Named(folder["id"], "", folder["name"].strip(), plugin=folder["plugin"]), found)
+                continue
             named = lms_name(path.name, lms)
             if named is not None:
-                uploads.append(_upload(path, f"archive/{path.name}", *named, notebooks, data))
+                found.add(path, f"archive/{path.name}", named)
             elif path.suffix.lower() == ".zip" and path.is_file() and not path.is_symlink():
-                uploads += _bulk(path, Path(scratch), lms, notebooks, data, problems)
+                _bulk(path, Path(scratch), found)
             elif not _ignored(path.name):
                 problems.append(f"archive/{path.name}: refused: its name does not name a student "
                                 f"({'STUDENT--FILE' if lms == 'course' else 'the ' + lms + ' download naming'})")
         collected: list[str] = []
         by_student: dict[str, list[Upload]] = {}
-        for up in uploads:
+        for up in found.uploads:
+            notes += up.notes
             if up.problem:
                 problems.append(f"{up.source}: refused ({up.student}): {up.problem}")
             else:
                 by_student.setdefault(up.student, []).append(up)
+        if lms == "course":
+            notes += roster.not_in_roster(by_student, roster.read_roster(course.gradebook))
         for student, ups in sorted(by_student.items()):
             files: dict[str, bytes] = {}
             for up in ups:
@@ -393,41 +498,72 @@ def collect_downloads(course: Course, assignment: str, *, lms: str = "course", f
                     files[name] = content
             if not any(n.endswith(".ipynb") for n in files):
                 problems.append(f"{student}: no notebook in the uploads ({', '.join(u.source for u in ups)})")
-            collected += _write(course, student, assignment, files, force, problems)
+            done = _write(course, student, assignment, files, times.get(student), force, problems)
+            collected += done
+            if done and any(u.late for u in ups) and student not in times:
+                notes.append(f"{student}: Canvas marks the upload LATE but gives no time: add `{student},TIME` (from "
+                             f"SpeedGrader) to downloaded/{assignment}/{roster.TIMES} and collect again with --force, "
+                             "or Formgrader and `course grades` count it on time")
     return collected, problems
 
 
-def _bulk(path: Path, scratch: Path, lms: str, notebooks: set[str], data: set[str], problems: list[str]) -> list[Upload]:
+def _folder(folder: Path, named: Named, found: _Found) -> None:
+    """Moodle's folder of one student: each regular file in it (at any depth) is an upload; links are refused."""
+    source = f"archive/{folder.name}/"
+    student = found.student(named, source)
+    if student is None:
+        return
+    count = 0
+    for parent, subs, names in os.walk(folder):  # os.walk enters no link to a folder: each is refused below
+        subs[:] = sorted(s for s in subs if not _ignored(s))
+        for name in [s for s in subs if Path(parent, s).is_symlink()] + sorted(n for n in names if not _ignored(n)):
+            path = Path(parent, name)
+            count += 1
+            if count > MAX_MEMBERS:
+                found.problems.append(f"{source}: refused ({student}): more than {MAX_MEMBERS} files")
+                return
+            found.uploads.append(_upload(path, f"archive/{path.relative_to(folder.parent)}", student,
+                                         Named(named.key, name, named.who), found.notebooks, found.data, strict=False))
+
+
+def _bulk(path: Path, scratch: Path, found: _Found) -> None:
     """The uploads inside an LMS's bulk download zip, each checked like a top-level file (one level only)."""
-    uploads: list[Upload] = []
     try:
         with zipfile.ZipFile(path) as z:
-            for info in z.infolist():
-                base = info.filename.replace("\\", "/").split("/")[-1]
-                if info.is_dir() or _ignored(base):
+            for index, info in enumerate(z.infolist()):
+                member = info.filename.replace("\\", "/")
+                base = member.split("/")[-1]
+                if info.is_dir() or _ignored(base) or any(_ignored(p) for p in member.split("/")):
                     continue
-                named = lms_name(base, lms)
                 source = f"archive/{path.name}: {info.filename}"
+                named = lms_name(member if found.lms == "moodle" else base, found.lms)
                 if named is None:
-                    problems.append(f"{source}: refused: its name does not name a student")
+                    found.problems.append(f"{source}: refused: its name does not name a student")
                     continue
-                if info.file_size > MAX_UPLOAD_BYTES or ".." in info.filename.replace("\\", "/").split("/"):
-                    problems.append(f"{source}: refused ({named[0]}): {info.file_size} bytes or a path outside")
+                why = ("a path outside the archive" if ".." in member.split("/") or member.startswith("/") else
+                       "a symbolic link" if stat.S_ISLNK(info.external_attr >> 16) else
+                       f"{info.file_size} bytes (at most {MAX_UPLOAD_BYTES})" if info.file_size > MAX_UPLOAD_BYTES else "")
+                if why:
+                    found.problems.append(f"{source}: refused ({named.who}): {why}")
                     continue
-                target = scratch / f"{len(uploads)}-{base}"
-                with z.open(info) as member, open(target, "wb") as out:
-                    if _copy_bounded(member, out, MAX_UPLOAD_BYTES) is None:
-                        problems.append(f"{source}: refused ({named[0]}): larger than declared")
+                student = found.student(named, source)
+                if student is None:
+                    continue
+                target = scratch / str(index)  # the member's name may be no valid file name here
+                with z.open(info) as content, open(target, "wb") as out:
+                    if _copy_bounded(content, out, MAX_UPLOAD_BYTES) is None:
+                        found.problems.append(f"{source}: refused ({student}): larger than declared")
                         continue
-                uploads.append(_upload(target, source, *named, notebooks, data))
+                found.uploads.append(_upload(target, source, student, named, found.notebooks, found.data,
+                                             strict=found.lms == "course"))
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, NotImplementedError) as e:
-        problems.append(f"archive/{path.name}: refused: not a readable zip ({type(e).__name__})")
-    return uploads
+        found.problems.append(f"archive/{path.name}: refused: not a readable zip ({type(e).__name__})")
 
 
-def _write(course: Course, student: str, assignment: str, files: dict[str, bytes], force: bool,
+def _write(course: Course, student: str, assignment: str, files: dict[str, bytes], when: str | None, force: bool,
            problems: list[str]) -> list[str]:
-    """Write one student's files into submitted/STUDENT/ASSIGNMENT/ (made afresh, never through a link)."""
+    """Write one student's files (and the submission time, if known) into submitted/STUDENT/ASSIGNMENT/ (made
+    afresh, never through a link)."""
     student_dir, folder = course.submitted / student, course.submitted / student / assignment
     for path in (course.submitted, student_dir, folder):
         if path.is_symlink():
@@ -439,10 +575,12 @@ def _write(course: Course, student: str, assignment: str, files: dict[str, bytes
     staging = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=_ensure(student_dir)))
     for name, content in files.items():
         (staging / name).write_bytes(content)
+    if when is not None:
+        (staging / TIMESTAMP).write_text(when + "\n")
     if folder.exists():
         shutil.rmtree(folder)
     os.rename(staging, folder)
-    return [f"{student}: {', '.join(sorted(files))}"]
+    return [f"{student}: {', '.join(sorted(files))}" + (f" (submitted {when})" if when else "")]
 
 
 def _ensure(folder: Path) -> Path:

@@ -78,7 +78,8 @@ class RestoreMissingCells(NbGraderPreprocessor):
             elif "nbgrader" in cell.metadata:  # {} left by DeduplicateIds on a pasted copy, an invented
                 del cell.metadata["nbgrader"]  # grade cell, a cell whose type was changed: the student's own
         present = {nbgrader_meta(c).get("grade_id") for c in nb.cells} - {None}
-        by_id = {c.get("id"): c for c in release if nbgrader_meta(c).get("grade_id") not in present}
+        by_id = {c.get("id"): c for c in release  # managed cells: one without a grade_id has nothing to restore
+                 if nbgrader_meta(c).get("grade_id") not in present | {None}}
         for cell in nb.cells:  # an editor dropped the metadata but kept the cell's id: it is that cell
             twin = by_id.get(cell.get("id")) if not nbgrader_meta(cell) else None
             if twin is not None and nbgrader_meta(twin)["grade_id"] not in present:
