@@ -783,8 +783,8 @@ def decode_roofs_figure(
             raise ValueError(f"capacity_batch names {name!r}, which is not a series")
         if math.isfinite(batch) and batches[0] <= batch <= batches[-1]:
             ax.axvline(batch, color=lines[name].get_color(), linestyle="--", linewidth=0.8)
-            ax.annotate("memory full", (batch, ax.get_ylim()[0]), textcoords="offset points", xytext=(3, 6),
-                        rotation=90, fontsize="x-small", color=lines[name].get_color())
+            ax.annotate("memory full", (batch, 0.03), xycoords=("data", "axes fraction"), textcoords="offset points",
+                        xytext=(-10, 0), rotation=90, fontsize="x-small", color=lines[name].get_color())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch (sequences decoded together)")
@@ -810,7 +810,8 @@ def throughput_latency_figure(
         (line,) = ax.plot([b / t for b, t in zip(batches, seconds)], [1 / t for t in seconds], "o-", markersize=3,
                           label=name)
         for b, t in zip(batches, seconds):
-            if b in (batches[0], batches[-1]) or b & (b - 1) == 0 and math.log2(b) % 3 == 0:
+            # the first and last batch, and powers of 8 not crowding the last label
+            if b in (batches[0], batches[-1]) or (b & (b - 1) == 0 and math.log2(b) % 3 == 0 and 2 * b <= batches[-1]):
                 ax.annotate(f"B={b}", (b / t, 1 / t), textcoords="offset points", xytext=(3, 3), fontsize="x-small",
                             color=line.get_color())
     ax.set_xscale("log")
