@@ -161,9 +161,10 @@ _GB = 10**9
 # Samsung Galaxy S24 Ultra (launched 17 January 2024): 12 GB of LPDDR5X, Snapdragon 8 Gen 3 for Galaxy
 _S24_ULTRA = "https://www.samsung.com/global/galaxy/galaxy-s24-ultra/specs/"
 # Qualcomm, Snapdragon 8 Gen 3 (announced 24 October 2023): LPDDR5x up to 4,800 MHz; AnandTech's launch
-# article of the same day lists its memory controller: 4 × 16-bit channels, 76.8 GB/s
+# article of the same day ("Qualcomm Announces Snapdragon 8 Gen 3") lists its memory controller: 4 × 16-bit
+# channels at 4,800 MHz, 76.8 GB/s
 _SD8G3 = ("https://www.qualcomm.com/products/mobile/snapdragon/smartphones/snapdragon-8-series-mobile-platforms/"
-          "snapdragon-8-gen-3-mobile-platform; https://www.anandtech.com/show/21112/")
+          "snapdragon-8-gen-3-mobile-platform; AnandTech, 'Qualcomm Announces Snapdragon 8 Gen 3', 24 October 2023")
 # Apple, "Apple unveils iPhone 15 Pro and iPhone 15 Pro Max" (12 September 2023): the A17 Pro's Neural Engine
 # does "up to 35 trillion operations per second". Qualcomm publishes no such figure for the Snapdragon 8 Gen 3.
 _A17_PRO = "https://www.apple.com/newsroom/2023/09/apple-unveils-iphone-15-pro-and-iphone-15-pro-max/"

@@ -108,6 +108,19 @@ EXPLORER_CONTEXTS = [128, 512, 1024, 2048, 4096, 8192, 32768]
 EXPLORER_NEW_TOKENS = 256  # tokens generated after the prompt
 
 
+def _seconds(t: float) -> str:
+    """A duration with a unit that keeps 3 significant figures readable: 85.2 µs, 4.29 ms, 30.3 s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:,.3g} {unit}" if t / scale < 1000 else f"{t / scale:,.0f} {unit}"
+    return f"{t / 1e-9:.3g} ns"
+
+
+def _number(x: float) -> str:
+    """x with thousands separators from 100 on, 3 significant figures below."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def draw_serving(model: str, weight_dtype: str, kv_dtype: str, batch: int, context: int, device: str) -> Figure:
     """The roofline account of serving `batch` prompts of `context` tokens on `device`, with the numbers in the title."""
     from lecturelib import inference, plots  # heavy (torch); imported when a figure is drawn
@@ -119,9 +132,9 @@ def draw_serving(model: str, weight_dtype: str, kv_dtype: str, batch: int, conte
                                     tied_embeddings=tied) for b in EXPLORER_BATCHES]
     fits = "fits" if s.fits else "does NOT fit"
     title = (f"{model}, {weight_dtype} weights, {kv_dtype} KV, B = {batch}, {context:,} + {EXPLORER_NEW_TOKENS} tokens "
-             f"on {target.name}\nTTFT {s.ttft_s * 1e3:,.3g} ms ({s.prefill_bound}-bound), TPOT {s.tpot_s * 1e3:,.3g} ms "
-             f"({s.decode_bound}-bound): {s.tokens_per_s_per_user:,.3g} tokens/s per user, "
-             f"{s.tokens_per_s_total:,.3g} in total; {s.memory_bytes / 1e9:,.3g} GB, {fits}")
+             f"on {target.name}\nTTFT {_seconds(s.ttft_s)} ({s.prefill_bound}-bound), TPOT {_seconds(s.tpot_s)} "
+             f"({s.decode_bound}-bound): {_number(s.tokens_per_s_per_user)} tokens/s per user, "
+             f"{_number(s.tokens_per_s_total)} in total; {_number(s.memory_bytes / 1e9)} GB, {fits}")
     return plots.serving_figure(EXPLORER_BATCHES, [c for c, _ in roofs], [m for _, m in roofs], batch=batch,
                                 weight_bytes=s.weight_bytes, kv_bytes=s.kv_bytes,
                                 capacity_bytes=target.memory_bytes, title=title)

@@ -134,3 +134,10 @@ def test_serving_explorer_redraws_for_every_device_and_model() -> None:
     explorer.controls["batch"].value = 1024
     assert explorer.redraws == len(inference.SERVING_DEVICES) + 2  # the default device was already shown
     assert "llama3.2-1b, int4 weights" in explorer.redraw().axes[0].figure.texts[0].get_text()
+
+
+def test_serving_explorer_formats_times_and_rates() -> None:
+    from lecturelib.widgets import _number, _seconds
+
+    assert [_seconds(30.3), _seconds(0.00429), _seconds(8.52e-5)] == ["30.3 s", "4.29 ms", "85.2 µs"]
+    assert [_number(2.84), _number(2900.4)] == ["2.84", "2,900"]
