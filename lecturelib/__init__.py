@@ -1,8 +1,8 @@
 """lecturelib: the reference calculators, measurements and grading helpers of the Resource Accounting course.
 
 Modules (imported on first use, so `import lecturelib.grading` stays light for the autograder):
-configs, params, models, flops, counter, memory, step_memory, hardware, inference, profiler, data, quant, training,
-plots, widgets, runmode, grading, course.
+configs, params, models, flops, counter, traffic, memory, step_memory, hardware, inference, profiler, data, quant,
+training, plots, widgets, runmode, grading, course.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ __all__ = [
     "quant",
     "runmode",
     "step_memory",
+    "traffic",
     "training",
     "widgets",
 ]

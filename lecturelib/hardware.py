@@ -38,7 +38,8 @@ class Peak:
 # below is dense, i.e. half of the marked figure. fp32 is the non-tensor-core (CUDA core) rate.
 _H100 = "https://www.nvidia.com/en-us/data-center/h100/"  # the product page lists H100 SXM and H100 NVL
 # The product page and the current H100 datasheet no longer list the PCIe card; its figures are in NVIDIA's
-# "H100 PCIe GPU Product Brief", PB-11133-001_v02 (November 2022), table of specifications.
+# "H100 PCIe GPU Product Brief", PB-11133-001_v01 (September 2022), the version linked here, table of
+# specifications (its v02 of November 2022 changed only the document template, by its own history table).
 _H100_PCIE = "https://www.nvidia.com/content/dam/en-zz/Solutions/gtcs22/data-center/h100/PB-11133-001_v01.pdf"
 _H200 = "https://www.nvidia.com/en-us/data-center/h200/"
 _A100 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
@@ -553,18 +554,46 @@ def bandwidth_sweep(
 
 
 def tier_bandwidths(
-    points: list[BandwidthPoint], tiers: dict[str, int], memory_name: str = "DRAM"
+    points: list[BandwidthPoint],
+    tiers: dict[str, int],
+    memory_name: str = "DRAM",
+    *,
+    memory_from_bytes: int | None = None,
 ) -> dict[str, float]:
     """Best bandwidth seen in each tier: sizes that fit a cache but not the one before it, then memory."""
-    # memory: working sets of at least 4x the last cache, so that only a sliver can still hit in it
+    # memory: working sets from memory_from_bytes up (where the sweep itself reached memory, see
+    # memory_plateau_bytes); without it, sizes of at least 4x the last cache, so that only a sliver can still hit
+    # in it. A cache size read from sysfs can be the whole socket's L3, shared with other cores and machines.
     result: dict[str, float] = {}
     below = 0
+    limit = memory_from_bytes if memory_from_bytes is not None else math.inf
     for name, size in sorted(tiers.items(), key=lambda item: item[1]):
-        inside = [p.best_bytes_per_s for p in points if below < p.working_set_bytes <= size]
+        inside = [p.best_bytes_per_s for p in points if below < p.working_set_bytes <= size and p.working_set_bytes < limit]
         if inside:
             result[name] = max(inside)
         below = size
-    beyond = [p for p in points if p.working_set_bytes >= 4 * below] if below else points[-1:]
+    if memory_from_bytes is not None:
+        beyond = [p for p in points if p.working_set_bytes >= memory_from_bytes]
+    else:
+        beyond = [p for p in points if p.working_set_bytes >= 4 * below] if below else points[-1:]
     if beyond:
         result[memory_name] = max(p.best_bytes_per_s for p in beyond)
     return result
+
+
+def memory_plateau_bytes(points: list[BandwidthPoint], tolerance: float = 0.25) -> int:
+    """The smallest working set from which no larger one streams more than (1 + tolerance) x the largest one's rate."""
+    # Where the curve has come down to its last plateau: from there on the caches no longer help, whatever sysfs
+    # says about their size. With a single point on the plateau (the largest size), that point is all we know.
+    if not points:
+        raise ValueError("need at least one BandwidthPoint")
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be positive, got {tolerance}")
+    ordered = sorted(points, key=lambda p: p.working_set_bytes)
+    last = ordered[-1].best_bytes_per_s
+    start = ordered[-1].working_set_bytes
+    for p in reversed(ordered[:-1]):
+        if p.best_bytes_per_s > (1 + tolerance) * last:
+            break
+        start = p.working_set_bytes
+    return start

@@ -328,8 +328,9 @@ class MemoryTier:
 
 
 # Fastest and smallest first. GPU figures are for the H100 SXM unless the note names another GPU;
-# latencies are the Volta V100 pointer-chase measurements of Jia et al. 2018 (Hopper's are of the same
-# order; NVIDIA publishes none).
+# latencies are the pointer-chase measurements of Jia et al. 2018 on a Volta V100 (2017), two generations
+# before the H100 (Volta, Ampere, Hopper): NVIDIA publishes none, and they are labelled V100 wherever shown.
+# Link rates are per direction after the 128b/130b encoding of PCIe 3.0 and later.
 MEMORY_HIERARCHY: tuple[MemoryTier, ...] = (
     MemoryTier(
         name="registers",
@@ -345,8 +346,9 @@ MEMORY_HIERARCHY: tuple[MemoryTier, ...] = (
         latency_cycles=19,
         bandwidth_bytes_per_s=132 * 128 * 1.98e9,  # 132 SMs × 32 banks × 4 B per clock × 1.98 GHz
         source="https://arxiv.org/abs/1804.06826",
-        note="latency: V100, Jia et al. 2018; capacity and 32 four-byte banks per SM: CUDA programming "
-        "guide and Hopper tuning guide; bandwidth derived: 128 B/clock/SM × 132 SMs × 1.98 GHz boost",
+        note="latency: V100 (Volta, two generations before Hopper), Jia et al. 2018; capacity and 32 "
+        "four-byte banks per SM: CUDA programming guide and Hopper tuning guide; bandwidth derived: "
+        "128 B/clock/SM × 132 SMs × 1.98 GHz boost",
     ),
     MemoryTier(
         name="L1 data cache",
@@ -354,7 +356,8 @@ MEMORY_HIERARCHY: tuple[MemoryTier, ...] = (
         latency_cycles=28,
         bandwidth_bytes_per_s=None,
         source="https://arxiv.org/abs/1804.06826",
-        note="latency: V100 L1 hit, Jia et al. 2018 (Pascal P100: 82 cycles); same SRAM as SMEM",
+        note="latency: V100 L1 hit (Volta, two generations before Hopper), Jia et al. 2018 (Pascal P100: "
+        "82 cycles); same SRAM as SMEM",
     ),
     MemoryTier(
         name="L2 cache",
@@ -362,8 +365,9 @@ MEMORY_HIERARCHY: tuple[MemoryTier, ...] = (
         latency_cycles=193,
         bandwidth_bytes_per_s=None,
         source="https://arxiv.org/abs/1804.06826",
-        note="latency: V100 L2 hit, Jia et al. 2018; 50 MB: H100 SXM5, NVIDIA H100 architecture "
-        "whitepaper (https://resources.nvidia.com/en-us-tensor-core); NVIDIA gives no L2 bandwidth",
+        note="latency: V100 L2 hit (Volta, two generations before Hopper; the V100's L2 is 6 MB), Jia et al. "
+        "2018; 50 MB: H100 SXM5, NVIDIA H100 architecture whitepaper "
+        "(https://resources.nvidia.com/en-us-tensor-core); NVIDIA gives no L2 bandwidth",
     ),
     MemoryTier(
         name="HBM (GPU memory)",
@@ -386,10 +390,11 @@ MEMORY_HIERARCHY: tuple[MemoryTier, ...] = (
         name="PCIe 5.0 x16 (host to GPU)",
         capacity="-",
         latency_cycles=None,
-        bandwidth_bytes_per_s=64e9,
+        bandwidth_bytes_per_s=32e9 * 16 / 8 * 128 / 130,
         source="https://www.nvidia.com/en-us/data-center/h100/",
         note="H100 datasheet: PCIe Gen5 128 GB/s, both directions together; 32 GT/s × 16 lanes / 8 = "
-        "64 GB/s per direction before 128b/130b encoding (PCI-SIG PCIe 5.0 specification)",
+        "64 GB/s per direction, × 128/130 for the encoding = 63.0 GB/s (PCI-SIG PCIe 5.0 specification); "
+        "packet headers leave less for data",
     ),
     MemoryTier(
         name="host DRAM (DDR5-4800, one channel)",
@@ -404,9 +409,9 @@ MEMORY_HIERARCHY: tuple[MemoryTier, ...] = (
         name="NVMe SSD (PCIe 4.0 x4)",
         capacity="TBs",
         latency_cycles=None,
-        bandwidth_bytes_per_s=8e9,
+        bandwidth_bytes_per_s=16e9 * 4 / 8 * 128 / 130,
         source="https://pcisig.com/specifications",
-        note="link limit: 16 GT/s × 4 lanes / 8 = 8 GB/s per direction before 128b/130b encoding; "
-        "drives reach about 7 GB/s sequential reads",
+        note="link limit: 16 GT/s × 4 lanes / 8 = 8 GB/s per direction, × 128/130 for the encoding = "
+        "7.88 GB/s; drives reach about 7 GB/s sequential reads",
     ),
 )

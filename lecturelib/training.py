@@ -130,6 +130,8 @@ class TrainConfig:
     warmup: int | None = None
     # AdamW decoupled weight decay, on matrices and embeddings only (nanoGPT: 0.1)
     weight_decay: float = 0.1
+    # decay biases and norm weights too: one group, as torch.optim.AdamW(model.parameters(), weight_decay=...)
+    weight_decay_all: bool = False
     # AdamW betas (nanoGPT, GPT-3: 0.9 and 0.95)
     betas: tuple[float, float] = (0.9, 0.95)
     # clip the gradient's global L2 norm to this (nanoGPT: 1.0); 0 disables clipping
@@ -292,13 +294,16 @@ class TrainResult:
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices and embeddings only (not biases, not norms); fused on CUDA."""
+    """AdamW with weight decay on matrices and embeddings only (or on all, weight_decay_all); fused on CUDA."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    # fused: one kernel updates every parameter (instead of a few per parameter); CUDA only here
+    if cfg.weight_decay_all:  # one group: biases and norm weights decay too
+        groups = [{"params": params, "weight_decay": cfg.weight_decay}]
+    # fused: a few multi-tensor kernels update every parameter of a group (a for-loop launches several kernels
+    # per parameter, foreach a few per list of parameters); CUDA only here
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=device.type == "cuda")
 
 
@@ -401,7 +406,10 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Host → device copy: pinned and non-blocking on CUDA (overlaps the GPU's work), plain elsewhere."""
+    """Host → device copy: pinned and non-blocking on CUDA (the CPU queues it and goes on), plain elsewhere."""
+    # On the one stream the loop uses, the copy runs between the GPU's kernels, not beside them; what
+    # non_blocking buys is that the CPU does not wait for it and keeps queueing work (overlapping the copy
+    # with compute would take a second CUDA stream: PyTorch's pin_memory/non_blocking tutorial).
     if device.type == "cuda":
         return tensor.pin_memory().to(device, non_blocking=True)
     return tensor.to(device)

@@ -10,6 +10,7 @@ $BROWSER_SCREENSHOTS); the test session lists them at its end, one line a file.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import secrets
 import shutil
@@ -22,6 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from lecturelib.course.feedback import _plain, hidden_lines
@@ -258,12 +260,31 @@ def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     (master,) = course.source_notebooks(PILOT)
     release = read_notebook(course.release / PILOT / master.name)
     write_notebook(fill_answers(release, read_notebook(master)), course.submitted / "solved" / PILOT / master.name)
-    write_notebook(release, course.submitted / "blank" / PILOT / master.name)
+    write_notebook(hostile(release), course.submitted / "blank" / PILOT / master.name)
     graded = run("autograde", PILOT, "--workers", "2")
     assert graded.returncode == 0, graded.stdout + graded.stderr
     (root / "exchange").mkdir()  # as `make instructor` does
     with jupyter_lab(root, {"JUPYTER_PATH": str(ROOT / "jupyter" / "share")}, root / "lab.log") as (base, token):
         yield course, base, token
+
+
+XSS = "__lecturelib_xss"  # what a student's script would set in the instructor's page
+HOSTILE_REFLECTION = (f"My answer <img src=x onerror=\"window.{XSS}='reflection'\"> "
+                      f"<script>window.{XSS}='script'</script> <iframe srcdoc=\"<script>parent.{XSS}='iframe'</script>\">")
+HOSTILE_OUTPUT = f"""from IPython.display import HTML, Javascript, display
+display(HTML("<img src=x onerror=\\"window.{XSS}='output'\\"><b>hostile output</b>"))
+display(Javascript("window.{XSS} = 'javascript'"))"""
+
+
+def hostile(release):  # type: ignore[no-untyped-def]
+    """The untouched release, its first written answer and a cell of its own trying to run script in the browser of
+    whoever grades it (issue 29, item 2): still a blank submission for the autograder."""
+    nb = copy.deepcopy(release)
+    written = [c for c in nb.cells if c.cell_type == "markdown" and nbgrader_meta(c).get("solution")]
+    if written:
+        written[0].source = HOSTILE_REFLECTION
+    nb.cells.append(nbformat.v4.new_code_cell(HOSTILE_OUTPUT))
+    return nb
 
 
 def instructor_page(browser, token: str) -> Page:  # type: ignore[no-untyped-def]
@@ -347,5 +368,39 @@ def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_co
             shown = _plain(page.inner_text("body"))
             assert not [line for line in secret if line in shown]
             shot(page, f"instructor-3-feedback-{html.parent.parent.name}")
+    finally:
+        page.close()
+
+
+def test_browser_instructor_pages_run_no_student_script(browser, instructor_course) -> None:
+    """A hostile written answer and hostile outputs (issue 29, item 2), opened where instructors and students read
+    them: Formgrader's manual grading page and the feedback page. The markup is there, shown as text; none runs."""
+    course, base, token = instructor_course
+    from nbgrader.api import Gradebook
+
+    (master,) = course.source_notebooks(PILOT)
+    with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+        submission_id = gb.find_submission_notebook(master.stem, PILOT, "blank").id
+    if not list(course.feedback.glob(f"blank/{PILOT}/*.html")):
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    (feedback_page,) = course.feedback.glob(f"blank/{PILOT}/*.html")
+    page = instructor_page(browser, token)
+    try:
+        for name, url in (("formgrader", f"{base}/formgrader/submissions/{submission_id}/"),
+                          ("feedback", feedback_page.as_uri())):
+            page.goto(url)
+            page.wait_for_load_state("load")
+            page.get_by_text("My answer").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(2000)  # time for an image's onerror, a script, an iframe to run
+            shot(page, f"instructor-4-hostile-{name}")
+            assert page.evaluate(f"() => window.{XSS} === undefined"), (name, page.evaluate(f"() => window.{XSS}"))
+            text = page.inner_text("body")
+            assert "onerror=" in text, name  # the markup reached the page, as text
+            assert ("hostile output" if name == "formgrader" else "output not shown in feedback") in text, name
+            scripts = page.evaluate(f"() => [...document.querySelectorAll('script, iframe, object, embed')]"
+                                    f".filter(e => e.outerHTML.includes('{XSS}')).length")
+            assert scripts == 0, name  # no element of the student's made it into the page as markup
     finally:
         page.close()

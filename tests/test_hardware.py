@@ -52,6 +52,7 @@ from lecturelib.hardware import (
     wave_efficiency,
 
 
+    memory_plateau_bytes,
     tier_bandwidths,
     working_set_sizes,
 )
@@ -438,6 +439,31 @@ def test_tier_bandwidths_takes_the_best_of_each_tier() -> None:
     assert tier_bandwidths(points, tiers) == {"L1d": 150e9, "L2": 80e9, "DRAM": 60e9}
     assert tier_bandwidths(points, {}, memory_name="HBM") == {"HBM": 25e9}  # no caches known: the largest size
     assert tier_bandwidths([], {"L1d": 4096}) == {}
+
+
+def test_tier_bandwidths_takes_memory_from_where_the_sweep_reached_it() -> None:
+    # sysfs says L3 = 300 MiB (the whole socket's, shared), but the curve is flat from 64 MiB on
+    points = [_point(2**15, 150e9), _point(2**20, 60e9), _point(2**24, 30e9), _point(2**26, 12e9),
+              _point(2**27, 11e9), _point(2**28, 11.5e9)]
+    tiers = {"L1d": 48 * 2**10, "L2": 2**21, "L3": 300 * 2**20}
+    assert tier_bandwidths(points, tiers) == {"L1d": 150e9, "L2": 60e9, "L3": 30e9}  # 4 × L3 never reached: no DRAM
+    assert memory_plateau_bytes(points) == 2**26
+    assert tier_bandwidths(points, tiers, memory_from_bytes=2**26) == {
+        "L1d": 150e9, "L2": 60e9, "L3": 30e9, "DRAM": 12e9}  # L3 keeps only the sizes below the plateau
+
+
+def test_memory_plateau_bytes_walks_back_from_the_largest_size() -> None:
+    assert memory_plateau_bytes([_point(2**20, 100e9)]) == 2**20  # one point: all we know
+    steps = [_point(2**20, 100e9), _point(2**22, 40e9), _point(2**24, 10e9), _point(2**26, 9e9)]
+    assert memory_plateau_bytes(steps) == 2**24  # 10 is within 25 % of 9; 40 is not
+    assert memory_plateau_bytes(steps, tolerance=5.0) == 2**22  # 40 <= 6 × 9
+    assert memory_plateau_bytes(list(reversed(steps))) == 2**24  # any order
+    dip = [_point(2**20, 100e9), _point(2**22, 5e9), _point(2**24, 10e9)]  # a slower point is on the plateau too
+    assert memory_plateau_bytes(dip) == 2**22
+    with pytest.raises(ValueError):
+        memory_plateau_bytes([])
+    with pytest.raises(ValueError):
+        memory_plateau_bytes(steps, tolerance=0.0)
 
 
 def test_gpu_l2_bytes_is_none_without_cuda() -> None:

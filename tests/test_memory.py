@@ -280,6 +280,13 @@ def test_memory_hierarchy_hbm_is_h100_datasheet() -> None:
     assert hbm.bandwidth_bytes_per_s == 3.35e12  # H100 SXM datasheet: 3.35 TB/s
 
 
+def test_memory_hierarchy_links_count_the_encoding() -> None:
+    pcie = next(t for t in MEMORY_HIERARCHY if t.name.startswith("PCIe 5.0"))
+    assert round(pcie.bandwidth_bytes_per_s / 1e9, 1) == 63.0  # 32 GT/s × 16 lanes / 8 × 128/130, per direction
+    nvme = next(t for t in MEMORY_HIERARCHY if t.name.startswith("NVMe"))
+    assert round(nvme.bandwidth_bytes_per_s / 1e9, 2) == 7.88  # 16 GT/s × 4 lanes / 8 × 128/130
+
+
 # --- attention scores -----------------------------------------------------------------------------
 
 def test_attention_scores_bytes_matches_a_materialized_tensor() -> None:

@@ -469,6 +469,163 @@ def test_h2d_bandwidth_figure_draws_series_in_gb_per_s_and_ceilings():
         plots.h2d_bandwidth_figure(sizes, {"pinned": [1e9, 0.0, 1e9]})
 
 
+def test_latency_sweep_figure_draws_series_baseline_and_cache_lines():
+    fig = plots.latency_sweep_figure(
+        {"random": ([4096, 2**20, 2**27], [40.0, 45.0, 150.0]), "sequential": ([2**27], [44.0])},
+        {"L1d": 48 * 1024, "L2": 2**21},
+        baseline_ns=40.0,
+        baseline_label="Python + L1",
+    )
+    (ax,) = fig.axes
+    random_line, sequential, baseline, l1, l2 = ax.lines
+    assert list(random_line.get_ydata()) == [40.0, 45.0, 150.0]  # drawn in ns, as given
+    assert list(sequential.get_xdata()) == [2**27]
+    assert list(baseline.get_ydata()) == [40.0, 40.0]  # horizontal
+    assert list(l1.get_xdata()) == [48 * 1024, 48 * 1024] and list(l2.get_xdata()) == [2**21, 2**21]
+    assert [t.get_text() for t in ax.texts] == ["L1d 48 KiB", "L2 2 MiB"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["random", "sequential", "Python + L1"]
+    assert (ax.get_xscale(), ax.get_yscale(), ax.get_ylim()[0]) == ("log", "linear", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("series", "caches", "baseline"),
+    [({}, {}, None), ({"r": ([1024], [0.0])}, {}, None), ({"r": ([1024, 2048], [1.0])}, {}, None),
+     ({"r": ([1024], [1.0])}, {"L1d": 0}, None), ({"r": ([1024], [1.0])}, {}, 0.0)],
+)
+def test_latency_sweep_figure_rejects_bad_input(series, caches, baseline):
+    with pytest.raises(ValueError):
+        plots.latency_sweep_figure(series, caches, baseline_ns=baseline)
+
+
+def test_trace_figure_one_panel_per_trace_one_row_per_track():
+    spans = [("phase", "forward", 0.0, 6.0), ("depth 0", "aten::mm", 0.5, 4.0), ("depth 0", "aten::add", 4.0, 5.0),
+             ("depth 0", "aten::mm", 5.0, 5.5), ("depth 1", "aten::copy_", 0.6, 0.7)]
+    fig = plots.trace_figure({"before": spans, "after": spans[:2]}, title="t", colored=2,
+                             fixed_colors={"forward": "#b3cde3"})
+    top, bottom = fig.axes
+    assert [t.get_text() for t in top.get_yticklabels()] == ["phase", "depth 0", "depth 1"]
+    assert [t.get_text() for t in bottom.get_yticklabels()] == ["phase", "depth 0"]
+    bars = {c.get_label(): c for c in top.collections}  # one collection per name and row
+    assert len(bars["aten::mm"].get_paths()) == 2  # both aten::mm events of depth 0
+    assert len(top.collections) == 4 and len(bottom.collections) == 2
+    mm_bottom = next(c for c in bottom.collections if c.get_label() == "aten::mm")
+    assert (bars["aten::mm"].get_facecolor() == mm_bottom.get_facecolor()).all()  # one color per name everywhere
+    assert tuple(bars["forward"].get_facecolor()[0][:3]) == matplotlib.colors.to_rgb("#b3cde3")  # a fixed color
+    assert tuple(bars["aten::copy_"].get_facecolor()[0][:3]) == matplotlib.colors.to_rgb("lightgray")  # not in the top 2
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["mm", "add"]  # the 2 longest, fixed colors aside
+    labels = [t.get_text() for t in top.texts]
+    assert "mm" in labels and "copy_" not in labels  # only bars wide enough carry their name
+    with pytest.raises(ValueError):
+        plots.trace_figure({"bad": [("r", "x", 2.0, 1.0)]})
+    with pytest.raises(ValueError):
+        plots.trace_figure({"empty": []})
+
+
+def test_op_roofline_figure_places_each_op_with_its_verdict():
+    points = [("mm", 64.0, 9e10, 0.010, "compute"), ("add", 1 / 12, 5e8, 0.004, "memory"),
+              ("dot", 0.25, 1e7, 0.002, "overhead")]
+    fig = plots.op_roofline_figure(1e11, 1e10, points)
+    (ax,) = fig.axes
+    roof, tenth = ax.lines[0], ax.lines[1]
+    assert list(tenth.get_ydata()) == pytest.approx([0.1 * y for y in roof.get_ydata()])  # the overhead line
+    offsets = {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
+    assert offsets == {"compute": [[64.0, 9e10]], "memory": [[1 / 12, 5e8]], "overhead": [[0.25, 1e7]]}
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    for bad in ([], [("x", 0.0, 1.0, 1.0, "memory")], [("x", 1.0, 1.0, 1.0, "fast")]):
+        with pytest.raises(ValueError):
+            plots.op_roofline_figure(1e11, 1e10, bad)
+    with pytest.raises(ValueError):
+        plots.op_roofline_figure(0.0, 1e10, points)
+
+
+def test_memory_timeline_figure_steps_in_mib_and_marks_the_peak():
+    fig = plots.memory_timeline_figure([0.0, 1.0, 2.0, 3.0], [0, 2**20, 3 * 2**20, 2**20],
+                                       [("forward", 0.0, 1.5), ("backward", 1.5, 3.0)])
+    (ax,) = fig.axes
+    step, peak = ax.lines[0], ax.lines[1]
+    assert list(step.get_ydata()) == [0, 1, 3, 1]
+    assert (list(peak.get_xdata()), list(peak.get_ydata())) == ([2.0], [3.0])
+    assert "peak 3.0 MiB" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError):
+        plots.memory_timeline_figure([0.0], [1.0, 2.0])
+
+
+def test_before_after_figure_draws_times_relative_to_before():
+    fig = plots.before_after_figure({"loop": ([4e-3, 5e-3, 6e-3], [1e-3, 1e-3, 2e-3]), "step": ([2.0], [4.0])})
+    (ax,) = fig.axes
+    loop_before, loop_after, step_before, step_after = ax.patches
+    assert (loop_before.get_width(), loop_after.get_width()) == (1.0, 0.2)  # 5 ms → 1 ms: 1/5 of before
+    assert (step_before.get_width(), step_after.get_width()) == (1.0, 2.0)
+    texts = [t.get_text() for t in ax.texts]
+    assert any("5.00× faster" in t for t in texts) and any("2.00× slower" in t for t in texts)
+    with pytest.raises(ValueError):
+        plots.before_after_figure({"bad": ([1.0], [])})
+
+
+def test_tile_traffic_figure_draws_counts_curve_and_floor():
+    # (4, 6) @ (6, 8) in tiles of 1, 2, 4: 2*4*6*8/t + 32 when t divides every side
+    fig = plots.tile_traffic_figure([1, 2, 4], [416, 224, 128], m=4, k=6, n=8)
+    (ax,) = fig.axes
+    curve, floor, counted = ax.lines
+    assert list(counted.get_xdata()) == [1, 2, 4] and list(counted.get_ydata()) == [416, 224, 128]
+    assert curve.get_ydata()[0] == pytest.approx(416) and curve.get_ydata()[-1] == pytest.approx(128)
+    assert list(floor.get_ydata()) == [4 * 6 + 6 * 8 + 4 * 8] * 2  # 104: each element once
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+
+
+@pytest.mark.parametrize(("tiles", "moved", "sizes"), [([], [], (2, 2, 2)), ([1, 2], [10], (2, 2, 2)),
+                                                       ([1], [0], (2, 2, 2)), ([1], [10], (0, 2, 2))])
+def test_tile_traffic_figure_rejects_bad_input(tiles, moved, sizes):
+    m, k, n = sizes
+    with pytest.raises(ValueError):
+        plots.tile_traffic_figure(tiles, moved, m=m, k=k, n=n)
+
+
+def test_loader_progress_figure_draws_measured_and_simulated_steps():
+    measured = {"0 workers": [0.03, 0.055, 0.08], "2 workers": [0.02, 0.03, 0.04]}
+    simulated = {"0 workers": [0.022, 0.044, 0.066], "2 workers": [0.022, 0.028, 0.038]}
+    fig = plots.loader_progress_figure(measured, simulated)
+    (ax,) = fig.axes
+    assert len(ax.lines) == 4  # measured and simulated for each configuration
+    zero_measured, zero_simulated = ax.lines[:2]
+    assert list(zero_measured.get_xdata()) == [0.0, 0.03, 0.055, 0.08]  # each step's end, from time 0
+    assert list(zero_measured.get_ydata()) == [0, 1, 2, 3]
+    assert zero_measured.get_color() == zero_simulated.get_color()  # one color per configuration
+    assert (zero_measured.get_linestyle(), zero_simulated.get_linestyle()) == ("-", "--")
+
+
+@pytest.mark.parametrize(
+    ("measured", "simulated"),
+    [({}, {}), ({"a": [1.0]}, {"b": [1.0]}), ({"a": [2.0, 1.0]}, {"a": [1.0, 2.0]}), ({"a": [1.0]}, {"a": [-1.0]}),
+     ({"a": []}, {"a": []})],
+)
+def test_loader_progress_figure_rejects_bad_input(measured, simulated):
+    with pytest.raises(ValueError):
+        plots.loader_progress_figure(measured, simulated)
+
+
+def test_outlier_error_figure_draws_a_line_per_scheme_and_the_threshold():
+    magnitudes = [1, 8, 64]
+    fig = plots.outlier_error_figure(magnitudes, {"per tensor": [38.0, 31.0, 13.0], "LLM.int8()": [41.0, 41.0, 41.0]},
+                                     threshold=6.0)
+    (ax,) = fig.axes
+    per_tensor, decomposed, threshold = ax.lines
+    assert list(per_tensor.get_xdata()) == magnitudes
+    assert list(decomposed.get_ydata()) == [41.0, 41.0, 41.0]
+    assert list(threshold.get_xdata()) == [6.0, 6.0]
+    assert ax.get_xscale() == "log"
+
+
+@pytest.mark.parametrize(
+    ("magnitudes", "db"),
+    [([], {"a": []}), ([1, 2], {}), ([0, 2], {"a": [1.0, 2.0]}), ([1, 2], {"a": [1.0]}),
+     ([1, 2], {"a": [1.0, float("inf")]})],
+)
+def test_outlier_error_figure_rejects_bad_input(magnitudes, db):
+    with pytest.raises(ValueError):
+        plots.outlier_error_figure(magnitudes, db)
+
+
 # --- notebook 10 -------------------------------------------------------------------------------------------
 
 

@@ -233,6 +233,36 @@ def test_train_accumulation_matches_big_batch() -> None:
         assert abs(a - b) <= 1e-5 * abs(a)
 
 
+def test_make_optimizer_decays_matrices_only_unless_weight_decay_all() -> None:
+    model = training.GPT(MICRO)
+    groups = training.make_optimizer(model, TrainConfig(steps=2, batch=1, seq_len=8), torch.device("cpu")).param_groups
+    assert [g["weight_decay"] for g in groups] == [0.1, 0.0]
+    assert all(p.dim() >= 2 for p in groups[0]["params"]) and all(p.dim() < 2 for p in groups[1]["params"])
+    cfg = TrainConfig(steps=2, batch=1, seq_len=8, weight_decay_all=True)
+    (group,) = training.make_optimizer(model, cfg, torch.device("cpu")).param_groups
+    assert group["weight_decay"] == 0.1 and len(group["params"]) == len(list(model.parameters()))
+
+
+def test_train_constant_lr_and_decay_on_all_is_a_plain_adamw_loop() -> None:
+    # notebook 08 compares a student's loop with train() configured so: the very same arithmetic, bit for bit
+    steps, batch, seq_len, lr = 3, 4, 16, 3e-3
+    reference = run(steps=steps, batch=batch, seq_len=seq_len, lr=lr, warmup=0, min_lr=lr, weight_decay_all=True)
+    torch.manual_seed(0)
+    model = training.GPT(MICRO)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    data, losses = SyntheticTokens(MICRO.vocab_size, seq_len, 0), []
+    for step in range(steps):
+        x, y = data.batch(step * batch, batch)
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert reference.losses == losses
+    assert [r.lr for r in reference.records] == [lr] * steps
+
+
 def test_train_bf16_follows_fp32() -> None:
     fp32 = run(steps=5, seq_len=16)
     bf16 = run(steps=5, seq_len=16, precision="bf16")

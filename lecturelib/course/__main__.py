@@ -1,4 +1,4 @@
-"""`python -m lecturelib.course build|check|autograde|audit|feedback`: the instructor's commands."""
+"""`python -m lecturelib.course build|check|collect|autograde|audit|feedback`: the instructor's commands."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from lecturelib.course.audit import audit, format_findings
 from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
 from lecturelib.course.build import build, check
+from lecturelib.course.collect import LMS_NAMES, collect_downloads
 from lecturelib.course.feedback import feedback
 from lecturelib.course.layout import Course, find_root, repair_gradebook, scripts_on_path
 from lecturelib.course.run import RunLocked
@@ -34,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="regenerate notebooks/ (the release) and solutions/ from source/")
     p = sub.add_parser("check", help="fail on drift, stored outputs, bad grade_ids and tests that grade wrongly")
     p.add_argument("--no-execute", action="store_true", help="skip running the solution and the release")
+    p = sub.add_parser("collect", help="collect the LMS's downloads in downloaded/ASSIGNMENT/archive/ into submitted/ "
+                                       "(in place of nbgrader zip_collect)")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("--lms", choices=sorted(LMS_NAMES), default="course",
+                   help="how the files are named: course (STUDENT--FILE, default) or canvas (Canvas's bulk download)")
+    p.add_argument("--force", action="store_true", help="replace a student's submission already in submitted/")
     p = sub.add_parser("autograde", help="autograde every collected submission in parallel")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p.add_argument("--workers", type=int, default=1, help="submissions graded at once (default 1)")
@@ -79,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         for note in report.notes:
             print(printable(note))
         return 1 if any(o.problems for o in report.outcomes) else 0
+    elif args.command == "collect":
+        collected, problems = collect_downloads(course, _assignments(course, [args.assignment])[0], lms=args.lms,
+                                                force=args.force)
+        for line in collected:
+            print(f"collected {printable(line)}")
+        problems = [printable(p) for p in problems]
+        success = f"collected {len(collected)} submission{'s' if len(collected) != 1 else ''} into submitted/"
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))
         return 0

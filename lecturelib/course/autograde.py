@@ -20,9 +20,10 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from lecturelib.course import sandbox
+from lecturelib.course.collect import screen
 from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
 from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
-from lecturelib.course.run import Run
+from lecturelib.course.run import Run, read_log
 
 SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
 NO_SANDBOX_RISK = (
@@ -155,7 +156,7 @@ def _grade_one(course: Course, run: Run, student: str, assignment: str, timeout_
             out.problems.append("the submission changed its own submitted files while graded (restored)")
     finally:
         shutil.rmtree(private, ignore_errors=True)  # TMPDIR, scratch folder, kernel sockets: always
-    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    log = read_log(log_path)  # bounded: never a whole file in memory
     if rc is None:
         out.problems.append(f"could not be graded: took longer than {timeout_s:.0f} s")
     elif rc != 0:
@@ -265,6 +266,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     if not pairs:
         return Report([])
     check_sandbox(sandboxed)
+    screened = screen(course, pairs)  # before anything reads submitted/: links, devices, stray files moved out
     # CPU time per process: what all cores could use in the submission's time, a backstop only
     limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
     with Run(course, sandboxed=sandboxed, limits=limits, workers=workers) as run:
@@ -279,7 +281,10 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
             with guard.lock:
                 in_flight.add(pair)
                 run.mark(pair, done=False)
-            out = _grade_one(course, run, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir)
+            found = screened[pair]
+            out = (_grade_one(course, run, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir) if found.gradable
+                   else Outcome(*pair))
+            out.problems[:0], out.notes[:0] = found.problems, found.notes
             check.graded(pair, out.graded)
             with guard.lock:
                 in_flight.discard(pair)
