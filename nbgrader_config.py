@@ -26,6 +26,8 @@ from lecturelib.course.preprocessors import (
     RestoreMissingCells,
     SanitizeNotebook,
 )
+from lecturelib.course.autograde import OnlyFromTheCourse
+from lecturelib.course.reference import AddReference, StripReference
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -47,6 +49,10 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db") + "
 c.ExchangeFactory.collect = SafeExchangeCollect
 c.ZipCollectApp.extractor_plugin = RefuseZipCollect
 
+# `nbgrader export` writes names and scores: into exports/ (ignored by git, like `course grades`' Canvas CSV), not
+# the course root.
+c.ExportPlugin.to = os.path.join(here, "exports", "grades.csv")
+
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
 # (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)
 c.Execute.timeout = 300
@@ -57,6 +63,11 @@ c.RestoreMissingCells.release_directory = os.path.join(here, "notebooks")
 c.PrepareChecks.source_directory = os.path.join(here, "source")
 c.SanitizeNotebook.release_directory = os.path.join(here, "notebooks")
 c.HideOutputsAfterHiddenChecks.source_directory = os.path.join(here, "source")
+# Each written answer's reference and rubric (its master's solution region) for graders in Formgrader, after it.
+c.AddReference.source_directory = os.path.join(here, "source")
+# Formgrader's Autograde button and plain `nbgrader autograde` refuse before nbgrader removes anything: only
+# `python -m lecturelib.course autograde` grades (every kernel sandboxed).
+c.Autograde.exporter_class = OnlyFromTheCourse
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     DeduplicateIds,
@@ -74,6 +85,7 @@ c.Autograde.autograde_preprocessors = [
     GradingExecute,
     JudgeChecks,
     SanitizeNotebook,  # nothing a student wrote or a kernel printed runs script where it is shown
+    AddReference,  # graders only: feedback strips it (StripReference), `course feedback` checks no page shows it
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
@@ -82,9 +94,10 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 # nbgrader 0.9.6 keeps hidden tests in feedback; remove them (their outputs never quote them, see JudgeChecks), and
-# every output from the first hidden check on (it could carry the hidden inputs); verdicts stay.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, HideOutputsAfterHiddenChecks, SanitizeNotebook,
-                                    CSSHTMLHeaderPreprocessor]
+# every output from the first hidden check on (it could carry the hidden inputs); verdicts stay; and the graders'
+# references AddReference wrote.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripReference, HideOutputsAfterHiddenChecks,
+                                    SanitizeNotebook, CSSHTMLHeaderPreprocessor]
 # Pages of Formgrader and feedback: Markdown and outputs through the course's allow-list (lecturelib.course.sanitize),
 # no JavaScript or widget output, no widget state, whatever the notebook holds.
 c.HTMLExporter.sanitize_html = True

@@ -2,15 +2,16 @@
 
 Modules (imported on first use, so `import lecturelib.grading` stays light for the autograder):
 configs, params, models, flops, counter, traffic, memory, step_memory, hardware, inference, profiler, data, quant,
-training, plots, widgets, runmode, grading, course.
+training, plots, widgets, runmode, grading, workspace, course (the instructor's; not in the student bundle).
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
-__all__ = [
+_MODULES = [
     "configs",
     "counter",
     "course",
@@ -30,7 +31,10 @@ __all__ = [
     "traffic",
     "training",
     "widgets",
+    "workspace",
 ]
+_HERE = Path(__file__).parent
+__all__ = [m for m in _MODULES if (_HERE / f"{m}.py").is_file() or (_HERE / m / "__init__.py").is_file()]
 
 
 def __getattr__(name: str) -> ModuleType:
