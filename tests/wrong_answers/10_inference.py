@@ -211,4 +211,19 @@ def greedy_decode(model: GPT, prompt: torch.LongTensor, n_new: int, use_cache: b
         tokens = torch.cat([tokens, logits.argmax(dim=-1, keepdim=True)], dim=1)
     return tokens
 ''', fails=('ex10_1_flops',)),
+    Wrong(cell='ex10_4', label="a cache paid once per step, like the weights, instead of once per sequence", source='''
+import math
+
+
+def critical_batch_with_kv(n_params: int, bytes_per_param: float, kv_bytes_per_sequence: int, peak_flop_per_s: float,
+                           peak_bytes_per_s: float) -> float:
+    """The batch at which decode turns compute-bound when each sequence adds its KV cache; math.inf if never."""
+    memory_s = (n_params * bytes_per_param + kv_bytes_per_sequence) / peak_bytes_per_s  # one cache for the whole batch
+    return memory_s / (2 * n_params / peak_flop_per_s)
+''', fails=('ex10_4_test',)),
+    Wrong(cell='ex10_5', label='a capacity that goes negative when the weights alone do not fit', source='''
+def max_batch(memory_bytes: int, weight_bytes: int, kv_bytes_per_sequence: int) -> int:
+    """Whole sequences whose KV caches fit next to the weights; 0 if the weights alone do not fit."""
+    return (memory_bytes - weight_bytes) // kv_bytes_per_sequence  # no floor at 0
+''', fails=('ex10_5_test',)),
 ]
