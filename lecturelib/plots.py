@@ -1046,6 +1046,72 @@ def outlier_error_figure(
     return fig
 
 
+# --- communication (notebook 11) -----------------------------------------------------------------
+
+
+def allreduce_sweep_figure(
+    series: Mapping[str, tuple[Sequence[int], Sequence[float], Sequence[float]]],
+    *,
+    title: str = "All-reduce time against message size",
+) -> Figure:
+    """Per series (a world size): measured seconds against bytes (points) and the fitted α–β model (a line), log-log."""
+    if not series:
+        raise ValueError("series needs at least one (sizes, measured, fitted) triple")
+    fig, ax = plt.subplots(figsize=(6.6, 4.2))
+    for i, (name, (sizes, measured, fitted)) in enumerate(series.items()):
+        _check_series(sizes, measured, f"{name} sizes", f"{name} measured seconds")
+        _check_series(sizes, fitted, f"{name} sizes", f"{name} fitted seconds")
+        color = f"C{i}"
+        ax.plot(sizes, measured, "o", color=color, label=f"{name}: measured (fastest call)")
+        ax.plot(sizes, fitted, "-", color=color, alpha=0.7, label=f"{name}: α–β fit")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
+    ax.set_xlabel("buffer all-reduced (bytes)")
+    ax.set_ylabel("seconds")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def step_parts_figure(
+    rows: Mapping[str, Mapping[str, float]],
+    *,
+    unit: str = "ms",
+    title: str = "One training step, part by part",
+) -> Figure:
+    """One horizontal stacked bar per row (a measured or predicted step): its named parts, in `unit`, labelled."""
+    if not rows:
+        raise ValueError("rows needs at least one step")
+    parts: list[str] = []
+    for label, row in rows.items():
+        if not row or any(not math.isfinite(v) or v < 0 for v in row.values()):
+            raise ValueError(f"row {label!r}: parts must be non-negative and finite")
+        parts += [p for p in row if p not in parts]
+    n_title_lines = title.count("\n") + 1
+    fig, ax = plt.subplots(figsize=(8.0, 1.1 + 0.5 * len(rows) + 0.22 * n_title_lines))
+    widest = max(sum(row.values()) for row in rows.values()) or 1.0
+    for k, part in enumerate(parts):
+        lefts = [sum(row.get(p, 0.0) for p in parts[:k]) for row in rows.values()]
+        widths = [row.get(part, 0.0) for row in rows.values()]
+        ax.barh(list(rows), widths, left=lefts, color=f"C{k}", label=part)
+        for r, (left, width) in enumerate(zip(lefts, widths)):
+            if width >= 0.08 * widest:  # label the segments wide enough to hold their value
+                ax.text(left + width / 2, r, f"{width:.3g}", ha="center", va="center", fontsize="small")
+    for r, row in enumerate(rows.values()):
+        ax.text(sum(row.values()), r, f" {sum(row.values()):.3g} {unit}", va="center", fontsize="small")
+    ax.set_xlim(0, widest * 1.18)
+    ax.invert_yaxis()  # the first row on top
+    ax.set_xlabel(unit)
+    ax.set_title(title, fontsize="medium")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
 # --- inference: decode on the roofline, throughput against latency, a serving account (notebook 10) -------
 
 

@@ -101,6 +101,58 @@ def roofline_explorer(
 
 
 # ---------------------------------------------------------------------------------------------
+# Notebook 11: the napkin math of a training run at scale; move the model, the data, the GPUs, the link, the MFU
+
+RUN_PARAMS = [125e6, 350e6, 1.3e9, 7e9, 13e9, 70e9, 175e9, 405e9]  # GPT-2 small ... Llama 3.1 405B
+RUN_TOKENS = [1e9, 1e10, 1e11, 3e11, 1e12, 2e12, 15e12]  # ... GPT-3's 300B, Llama 2's 2T, Llama 3's 15T
+RUN_GPUS = [2**k for k in range(15)]  # 1 ... 16,384
+
+
+def _count_label(n: float) -> str:
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
+        if n >= size:
+            return f"{n / size:g}{unit}"
+    return f"{n:g}"
+
+
+def draw_training_run(n_params: float, tokens: float, n_gpus: int, link: str, mfu: float) -> Figure:
+    """One step of the run (compute, gradient all-reduce; exposed or hidden) with its days, GPU-hours, energy, cost."""
+    from lecturelib import comm, plots  # heavy (torch); imported when a figure is drawn
+
+    run = comm.plan_run(n_params, tokens, n_gpus, link, mfu)
+    hidden = min(run.comm_s, run.compute_s)  # what perfect overlap could hide behind the backward pass
+    rows = {
+        "every all-reduce exposed": {"compute": run.compute_s, "gradient all-reduce": run.comm_s},
+        "overlapped with compute": {"compute": run.compute_s, "gradient all-reduce": run.comm_s - hidden},
+    }
+    title = (f"{_count_label(n_params)} parameters, {_count_label(tokens)} tokens, {n_gpus:,} H100 "
+             f"({comm.LINKS[link].name}), MFU {mfu:.0%}\n{run.steps:,.0f} steps; {run.days:,.1f} days of compute, "
+             f"{run.days_no_overlap:,.1f} with every all-reduce exposed\n{run.cost.gpu_hours:,.0f} GPU-hours, "
+             f"{run.cost.energy_kwh / 1000:,.1f} MWh, \\${run.cost.usd / 1e6:,.2f} million at "
+             f"\\${comm.H100_USD_PER_GPU_HOUR.value}/GPU-hour ({comm.H100_USD_PER_GPU_HOUR.date})")
+    return plots.step_parts_figure({k: {p: v for p, v in row.items()} for k, row in rows.items()}, unit="s",
+                                   title=title)
+
+
+def training_run_explorer(n_params: float = 7e9, tokens: float = 2e12, n_gpus: int = 64, link: str = "100gbe",
+                          mfu: float = 0.4, *, show: bool = True) -> Explorer:
+    """Sliders for the model, the data and the GPUs, a dropdown for the link, a slider for MFU: one step, days, cost."""
+    from lecturelib import comm
+
+    controls: dict[str, ipywidgets.ValueWidget] = {
+        "n_params": ipywidgets.SelectionSlider(options=[(_count_label(n), n) for n in RUN_PARAMS], value=n_params,
+                                               description="parameters"),
+        "tokens": ipywidgets.SelectionSlider(options=[(_count_label(t), t) for t in RUN_TOKENS], value=tokens,
+                                             description="tokens"),
+        "n_gpus": ipywidgets.SelectionSlider(options=RUN_GPUS, value=n_gpus, description="GPUs"),
+        "link": ipywidgets.Dropdown(options=[(v.name, k) for k, v in comm.LINKS.items()], value=link,
+                                    description="link"),
+        "mfu": ipywidgets.FloatSlider(value=mfu, min=0.1, max=0.7, step=0.05, description="MFU"),
+    }
+    return explore(draw_training_run, controls, show=show)
+
+
+# ---------------------------------------------------------------------------------------------
 # Notebook 10: serving a model on a device: TTFT, TPOT, tokens/s, memory and the binding roof
 
 EXPLORER_BATCHES = [2**k for k in range(11)]  # 1 ... 1024 sequences

@@ -626,6 +626,30 @@ def test_outlier_error_figure_rejects_bad_input(magnitudes, db):
         plots.outlier_error_figure(magnitudes, db)
 
 
+def test_allreduce_sweep_figure_draws_points_and_fit_per_world():
+    sizes = [4, 4096, 2**20]
+    fig = plots.allreduce_sweep_figure({"2 processes": (sizes, [1e-4, 2e-4, 1e-3], [1.1e-4, 1.9e-4, 1.0e-3]),
+                                        "4 processes": (sizes, [3e-4, 4e-4, 2e-3], [3e-4, 4e-4, 2e-3])})
+    (ax,) = fig.axes
+    assert len(ax.lines) == 4 and ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert list(ax.lines[0].get_ydata()) == [1e-4, 2e-4, 1e-3]
+    with pytest.raises(ValueError):
+        plots.allreduce_sweep_figure({"bad": (sizes, [1.0, 2.0], [1.0, 2.0, 3.0])})
+    plt.close(fig)
+
+
+def test_step_parts_figure_stacks_parts_and_labels_totals():
+    fig = plots.step_parts_figure({"measured": {"compute": 3.0, "communication": 5.0}, "model": {"compute": 3.0}})
+    (ax,) = fig.axes
+    widths = [p.get_width() for p in ax.patches]
+    assert widths == [3.0, 3.0, 5.0, 0.0]  # compute of both rows, then communication of both
+    assert [p.get_x() for p in ax.patches][2] == 3.0  # communication starts where compute ends
+    assert any(t.get_text().strip() == "8 ms" for t in ax.texts)
+    with pytest.raises(ValueError):
+        plots.step_parts_figure({"bad": {"compute": -1.0}})
+    plt.close(fig)
+
+
 # --- notebook 10 -------------------------------------------------------------------------------------------
 
 

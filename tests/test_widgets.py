@@ -120,6 +120,23 @@ def test_draw_kernel_roofline_says_when_a_device_lacks_the_dtype() -> None:
     plt.close(fig)
 
 
+def test_training_run_explorer_redraws_the_napkin_math() -> None:
+    from lecturelib import comm
+    from lecturelib.widgets import draw_training_run, training_run_explorer
+
+    explorer = training_run_explorer(show=False)
+    assert list(explorer.controls["link"].options) == [(v.name, k) for k, v in comm.LINKS.items()]
+    explorer.controls["n_gpus"].value = 8
+    explorer.controls["link"].value = "nvlink4"
+    assert explorer.redraws == 2 and explorer.values["n_gpus"] == 8
+    assert plt.get_fignums() == []
+    fig = draw_training_run(7e9, 2e12, 64, "100gbe", 0.4)
+    run = comm.plan_run(7e9, 2e12, 64, "100gbe", 0.4)
+    title = fig.axes[0].get_title()
+    assert f"{run.days:,.1f} days of compute" in title and f"{run.days_no_overlap:,.1f} with every" in title
+    plt.close(fig)
+
+
 def test_serving_explorer_redraws_for_every_device_and_model() -> None:
     from lecturelib import inference
     from lecturelib.widgets import serving_explorer
