@@ -150,3 +150,64 @@ def training_run_explorer(n_params: float = 7e9, tokens: float = 2e12, n_gpus: i
         "mfu": ipywidgets.FloatSlider(value=mfu, min=0.1, max=0.7, step=0.05, description="MFU"),
     }
     return explore(draw_training_run, controls, show=show)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 10: serving a model on a device: TTFT, TPOT, tokens/s, memory and the binding roof
+
+EXPLORER_BATCHES = [2**k for k in range(11)]  # 1 ... 1024 sequences
+EXPLORER_CONTEXTS = [128, 512, 1024, 2048, 4096, 8192, 32768]
+EXPLORER_NEW_TOKENS = 256  # tokens generated after the prompt
+
+
+def _seconds(t: float) -> str:
+    """A duration with a unit that keeps 3 significant figures readable: 85.2 µs, 4.29 ms, 30.3 s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:,.3g} {unit}" if t / scale < 1000 else f"{t / scale:,.0f} {unit}"
+    return f"{t / 1e-9:.3g} ns"
+
+
+def _number(x: float) -> str:
+    """x with thousands separators from 100 on, 3 significant figures below."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def draw_serving(model: str, weight_dtype: str, kv_dtype: str, batch: int, context: int, device: str) -> Figure:
+    """The roofline account of serving `batch` prompts of `context` tokens on `device`, with the numbers in the title."""
+    from lecturelib import inference, plots  # heavy (torch); imported when a figure is drawn
+
+    cfg, tied = inference.explorer_model(model)
+    target = inference.SERVING_DEVICES[device]
+    s = inference.serve(cfg, weight_dtype, kv_dtype, batch, context, EXPLORER_NEW_TOKENS, target, tied_embeddings=tied)
+    roofs = [inference.decode_roofs(cfg, weight_dtype, kv_dtype, b, context + EXPLORER_NEW_TOKENS, target,
+                                    tied_embeddings=tied) for b in EXPLORER_BATCHES]
+    fits = "fits" if s.fits else "does NOT fit"
+    title = (f"{model}, {weight_dtype} weights, {kv_dtype} KV, B = {batch}, {context:,} + {EXPLORER_NEW_TOKENS} tokens "
+             f"on {target.name}\nTTFT {_seconds(s.ttft_s)} ({s.prefill_bound}-bound), TPOT {_seconds(s.tpot_s)} "
+             f"({s.decode_bound}-bound): {_number(s.tokens_per_s_per_user)} tokens/s per user, "
+             f"{_number(s.tokens_per_s_total)} in total; {_number(s.memory_bytes / 1e9)} GB, {fits}")
+    return plots.serving_figure(EXPLORER_BATCHES, [c for c, _ in roofs], [m for _, m in roofs], batch=batch,
+                                weight_bytes=s.weight_bytes, kv_bytes=s.kv_bytes,
+                                capacity_bytes=target.memory_bytes, title=title)
+
+
+def serving_explorer(
+    model: str = "llama2-7b", weight_dtype: str = "bf16", kv_dtype: str = "bf16", batch: int = 1,
+    context: int = 2048, device: str = "h100-sxm", *, show: bool = True,
+) -> Explorer:
+    """Dropdowns for a model, its weight and KV-cache formats, a batch, a prompt length and a device: the account redraws."""
+    from lecturelib import inference
+
+    controls: dict[str, ipywidgets.ValueWidget] = {
+        "model": ipywidgets.Dropdown(options=inference.explorer_models(), value=model, description="model"),
+        "weight_dtype": ipywidgets.Dropdown(options=list(inference.WEIGHT_BYTES_PER_PARAM), value=weight_dtype,
+                                            description="weights"),
+        "kv_dtype": ipywidgets.Dropdown(options=["fp32", "bf16", "fp8", "int8", "int4"], value=kv_dtype,
+                                        description="KV cache"),
+        "batch": ipywidgets.SelectionSlider(options=EXPLORER_BATCHES, value=batch, description="batch"),
+        "context": ipywidgets.SelectionSlider(options=EXPLORER_CONTEXTS, value=context, description="prompt"),
+        "device": ipywidgets.Dropdown(options=[(d.name, key) for key, d in inference.SERVING_DEVICES.items()],
+                                      value=device, description="device"),
+    }
+    return explore(draw_serving, controls, show=show)

@@ -135,3 +135,26 @@ def test_training_run_explorer_redraws_the_napkin_math() -> None:
     title = fig.axes[0].get_title()
     assert f"{run.days:,.1f} days of compute" in title and f"{run.days_no_overlap:,.1f} with every" in title
     plt.close(fig)
+
+
+def test_serving_explorer_redraws_for_every_device_and_model() -> None:
+    from lecturelib import inference
+    from lecturelib.widgets import serving_explorer
+
+    explorer = serving_explorer(show=False)
+    assert explorer.values == {"model": "llama2-7b", "weight_dtype": "bf16", "kv_dtype": "bf16", "batch": 1,
+                               "context": 2048, "device": "h100-sxm"}
+    for device in inference.SERVING_DEVICES:
+        explorer.controls["device"].value = device
+    explorer.controls["model"].value = inference.LLAMA_3_2_1B.name
+    explorer.controls["weight_dtype"].value = "int4"
+    explorer.controls["batch"].value = 1024
+    assert explorer.redraws == len(inference.SERVING_DEVICES) + 2  # the default device was already shown
+    assert "llama3.2-1b, int4 weights" in explorer.redraw().axes[0].figure.texts[0].get_text()
+
+
+def test_serving_explorer_formats_times_and_rates() -> None:
+    from lecturelib.widgets import _number, _seconds
+
+    assert [_seconds(30.3), _seconds(0.00429), _seconds(8.52e-5)] == ["30.3 s", "4.29 ms", "85.2 µs"]
+    assert [_number(2.84), _number(2900.4)] == ["2.84", "2,900"]
