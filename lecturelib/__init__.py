@@ -1,7 +1,7 @@
 """lecturelib: the reference calculators, measurements and grading helpers of the Resource Accounting course.
 
 Modules (imported on first use, so `import lecturelib.grading` stays light for the autograder):
-configs, params, models, flops, counter, memory, step_memory, hardware, profiler, data, quant, training,
+configs, params, models, flops, counter, memory, step_memory, hardware, inference, profiler, data, quant, training,
 plots, widgets, runmode, grading, course.
 """
 
@@ -18,6 +18,7 @@ __all__ = [
     "flops",
     "grading",
     "hardware",
+    "inference",
     "memory",
     "models",
     "params",

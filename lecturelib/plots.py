@@ -948,3 +948,152 @@ def before_after_figure(
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+# --- inference: decode on the roofline, throughput against latency, a serving account (notebook 10) -------
+
+
+def decode_batch_figure(
+    batches: Sequence[int],
+    measured_s: Sequence[float],
+    predicted_s: Sequence[float],
+    *,
+    title: str = "One decode step against the batch",
+) -> Figure:
+    """Left: seconds per decode step against the batch, measured and predicted (log-log); right: tokens/s per user against in total."""
+    _check_series(batches, measured_s, "batches", "measured_s")
+    _check_series(batches, predicted_s, "batches", "predicted_s")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    left.plot(batches, [t * 1e3 for t in measured_s], "o-", label="measured (median round)")
+    left.plot(batches, [t * 1e3 for t in predicted_s], "k--", label="roofline prediction")
+    left.set_xscale("log", base=2)
+    left.set_yscale("log")
+    left.set_xlabel("batch (sequences decoded together)")
+    left.set_ylabel("ms per step")
+    left.set_title("Step time")
+    left.grid(True, which="both", alpha=0.3)
+    left.legend(loc="upper left", fontsize="small")
+    for name, seconds, style in (("measured", measured_s, "o-"), ("roofline prediction", predicted_s, "k--")):
+        right.plot([b / t for b, t in zip(batches, seconds)], [1 / t for t in seconds], style, label=name)
+    for b, t in zip(batches, measured_s):
+        right.annotate(f"B={b}", (b / t, 1 / t), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("tokens/s in total (throughput)")
+    right.set_ylabel("tokens/s per sequence (1 / latency)")
+    right.set_title("Throughput against latency")
+    right.grid(True, which="both", alpha=0.3)
+    right.legend(loc="lower left", fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def decode_roofs_figure(
+    batches: Sequence[int],
+    step_s: Mapping[str, Sequence[float]],
+    *,
+    compute_s: Sequence[float] | None = None,
+    capacity_batch: Mapping[str, float] | None = None,
+    title: str = "Decode step time against the batch (roofline)",
+) -> Figure:
+    """Predicted seconds per decode step against the batch, one line per series, the compute roof, and where memory runs out."""
+    if not step_s:
+        raise ValueError("need at least one series")
+    for name, values in step_s.items():
+        _check_series(batches, values, "batches", f"series {name!r}")
+    if compute_s is not None:
+        _check_series(batches, compute_s, "batches", "compute_s")
+    fig, ax = plt.subplots(figsize=(6.8, 4.2))
+    lines = {}
+    for name, values in step_s.items():
+        (lines[name],) = ax.plot(batches, [t * 1e3 for t in values], "-", label=name)
+    if compute_s is not None:
+        ax.plot(batches, [t * 1e3 for t in compute_s], "k:", label="compute alone: 2·N·B / peak")
+    for name, batch in (capacity_batch or {}).items():
+        if name not in step_s:
+            raise ValueError(f"capacity_batch names {name!r}, which is not a series")
+        if math.isfinite(batch) and batches[0] <= batch <= batches[-1]:
+            ax.axvline(batch, color=lines[name].get_color(), linestyle="--", linewidth=0.8)
+            ax.annotate("memory full", (batch, ax.get_ylim()[0]), textcoords="offset points", xytext=(3, 6),
+                        rotation=90, fontsize="x-small", color=lines[name].get_color())
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch (sequences decoded together)")
+    ax.set_ylabel("ms per step (lower bound)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def throughput_latency_figure(
+    curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
+    *,
+    title: str = "Serving: each user's tokens/s against the device's",
+) -> Figure:
+    """Per-user tokens/s (1 / step time) against total tokens/s (batch / step time), one curve per (batches, step seconds)."""
+    if not curves:
+        raise ValueError("need at least one curve")
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for name, (batches, seconds) in curves.items():
+        _check_series(batches, seconds, "batches", f"curve {name!r}")
+        (line,) = ax.plot([b / t for b, t in zip(batches, seconds)], [1 / t for t in seconds], "o-", markersize=3,
+                          label=name)
+        for b, t in zip(batches, seconds):
+            if b in (batches[0], batches[-1]) or b & (b - 1) == 0 and math.log2(b) % 3 == 0:
+                ax.annotate(f"B={b}", (b / t, 1 / t), textcoords="offset points", xytext=(3, 3), fontsize="x-small",
+                            color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens/s in total (throughput)")
+    ax.set_ylabel("tokens/s per user (1 / time per output token)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def serving_figure(
+    batches: Sequence[int],
+    compute_s: Sequence[float],
+    memory_s: Sequence[float],
+    *,
+    batch: int,
+    weight_bytes: float,
+    kv_bytes: float,
+    capacity_bytes: float,
+    title: str,
+) -> Figure:
+    """Left: the decode step's two roofs against the batch, the chosen batch marked; right: weights + KV cache against memory."""
+    _check_series(batches, compute_s, "batches", "compute_s")
+    _check_series(batches, memory_s, "batches", "memory_s")
+    if batch <= 0 or min(weight_bytes, kv_bytes) < 0 or not capacity_bytes > 0:
+        raise ValueError("batch and capacity_bytes must be positive, weight_bytes and kv_bytes >= 0")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), gridspec_kw={"width_ratios": [2.2, 1]})
+    left.plot(batches, [t * 1e3 for t in memory_s], "-", label="memory: (weights + KV) / bandwidth")
+    left.plot(batches, [t * 1e3 for t in compute_s], "-", label="compute: 2·N·B / peak")
+    step = [max(c, m) * 1e3 for c, m in zip(compute_s, memory_s)]
+    left.plot(batches, step, "k--", linewidth=1, label="step time: the larger")
+    if batch in batches:
+        k = list(batches).index(batch)
+        left.plot([batch], [step[k]], "ro", label=f"B = {batch}")
+    left.set_xscale("log", base=2)
+    left.set_yscale("log")
+    left.set_xlabel("batch (sequences decoded together)")
+    left.set_ylabel("ms per decode step")
+    left.grid(True, which="both", alpha=0.3)
+    left.legend(loc="upper left", fontsize="small")
+    right.bar([0], [weight_bytes / GB], label="weights")
+    right.bar([0], [kv_bytes / GB], bottom=[weight_bytes / GB], label="KV cache")
+    right.axhline(capacity_bytes / GB, color="black", linestyle="--", linewidth=1,
+                  label=f"memory: {capacity_bytes / GB:,.0f} GB")
+    right.set_xticks([])
+    right.set_ylabel("GB (10⁹ bytes)")
+    right.set_ylim(0, 1.15 * max(capacity_bytes, weight_bytes + kv_bytes) / GB)
+    right.legend(loc="upper right", fontsize="small")
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return fig

@@ -98,3 +98,51 @@ def roofline_explorer(
         "size": ipywidgets.SelectionSlider(options=EXPLORER_SIZES, value=size, description="n or b"),
     }
     return explore(draw_kernel_roofline, controls, show=show)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 10: serving a model on a device: TTFT, TPOT, tokens/s, memory and the binding roof
+
+EXPLORER_BATCHES = [2**k for k in range(11)]  # 1 ... 1024 sequences
+EXPLORER_CONTEXTS = [128, 512, 1024, 2048, 4096, 8192, 32768]
+EXPLORER_NEW_TOKENS = 256  # tokens generated after the prompt
+
+
+def draw_serving(model: str, weight_dtype: str, kv_dtype: str, batch: int, context: int, device: str) -> Figure:
+    """The roofline account of serving `batch` prompts of `context` tokens on `device`, with the numbers in the title."""
+    from lecturelib import inference, plots  # heavy (torch); imported when a figure is drawn
+
+    cfg, tied = inference.explorer_model(model)
+    target = inference.SERVING_DEVICES[device]
+    s = inference.serve(cfg, weight_dtype, kv_dtype, batch, context, EXPLORER_NEW_TOKENS, target, tied_embeddings=tied)
+    roofs = [inference.decode_roofs(cfg, weight_dtype, kv_dtype, b, context + EXPLORER_NEW_TOKENS, target,
+                                    tied_embeddings=tied) for b in EXPLORER_BATCHES]
+    fits = "fits" if s.fits else "does NOT fit"
+    title = (f"{model}, {weight_dtype} weights, {kv_dtype} KV, B = {batch}, {context:,} + {EXPLORER_NEW_TOKENS} tokens "
+             f"on {target.name}\nTTFT {s.ttft_s * 1e3:,.3g} ms ({s.prefill_bound}-bound), TPOT {s.tpot_s * 1e3:,.3g} ms "
+             f"({s.decode_bound}-bound): {s.tokens_per_s_per_user:,.3g} tokens/s per user, "
+             f"{s.tokens_per_s_total:,.3g} in total; {s.memory_bytes / 1e9:,.3g} GB, {fits}")
+    return plots.serving_figure(EXPLORER_BATCHES, [c for c, _ in roofs], [m for _, m in roofs], batch=batch,
+                                weight_bytes=s.weight_bytes, kv_bytes=s.kv_bytes,
+                                capacity_bytes=target.memory_bytes, title=title)
+
+
+def serving_explorer(
+    model: str = "llama2-7b", weight_dtype: str = "bf16", kv_dtype: str = "bf16", batch: int = 1,
+    context: int = 2048, device: str = "h100-sxm", *, show: bool = True,
+) -> Explorer:
+    """Dropdowns for a model, its weight and KV-cache formats, a batch, a prompt length and a device: the account redraws."""
+    from lecturelib import inference
+
+    controls: dict[str, ipywidgets.ValueWidget] = {
+        "model": ipywidgets.Dropdown(options=inference.explorer_models(), value=model, description="model"),
+        "weight_dtype": ipywidgets.Dropdown(options=list(inference.WEIGHT_BYTES_PER_PARAM), value=weight_dtype,
+                                            description="weights"),
+        "kv_dtype": ipywidgets.Dropdown(options=["fp32", "bf16", "fp8", "int8", "int4"], value=kv_dtype,
+                                        description="KV cache"),
+        "batch": ipywidgets.SelectionSlider(options=EXPLORER_BATCHES, value=batch, description="batch"),
+        "context": ipywidgets.SelectionSlider(options=EXPLORER_CONTEXTS, value=context, description="prompt"),
+        "device": ipywidgets.Dropdown(options=[(d.name, key) for key, d in inference.SERVING_DEVICES.items()],
+                                      value=device, description="device"),
+    }
+    return explore(draw_serving, controls, show=show)

@@ -560,3 +560,55 @@ def test_before_after_figure_draws_times_relative_to_before():
     assert any("5.00× faster" in t for t in texts) and any("2.00× slower" in t for t in texts)
     with pytest.raises(ValueError):
         plots.before_after_figure({"bad": ([1.0], [])})
+
+
+# --- notebook 10 -------------------------------------------------------------------------------------------
+
+
+def test_decode_batch_figure_draws_step_times_and_throughput():
+    fig = plots.decode_batch_figure([1, 4, 16], [1e-3, 1.5e-3, 4e-3], [0.8e-3, 0.8e-3, 3e-3])
+    left, right = fig.axes
+    measured, predicted = left.lines
+    assert list(measured.get_ydata()) == [1.0, 1.5, 4.0] and list(predicted.get_ydata()) == [0.8, 0.8, 3.0]  # ms
+    assert list(right.lines[0].get_xdata()) == [1000.0, 4 / 1.5e-3, 4000.0]  # tokens/s in total: B / t
+    assert list(right.lines[0].get_ydata()) == [1000.0, 1 / 1.5e-3, 250.0]  # per sequence: 1 / t
+    assert (left.get_xscale(), right.get_yscale()) == ("log", "log")
+
+
+def test_decode_batch_figure_rejects_bad_series():
+    with pytest.raises(ValueError):
+        plots.decode_batch_figure([1, 2], [1e-3], [1e-3, 2e-3])
+    with pytest.raises(ValueError):
+        plots.decode_batch_figure([1, 2], [1e-3, 0.0], [1e-3, 2e-3])
+
+
+def test_decode_roofs_figure_draws_series_compute_and_capacity():
+    fig = plots.decode_roofs_figure([1, 2, 4], {"T = 512": [1e-3, 1e-3, 2e-3], "T = 4096": [2e-3, 3e-3, 5e-3]},
+                                    compute_s=[1e-4, 2e-4, 4e-4], capacity_batch={"T = 4096": 2.0})
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines[:3]] == ["T = 512", "T = 4096", "compute alone: 2·N·B / peak"]
+    assert list(ax.lines[0].get_ydata()) == [1.0, 1.0, 2.0]
+    assert list(ax.lines[3].get_xdata()) == [2.0, 2.0]  # the capacity marker, a vertical line at B = 2
+
+
+def test_decode_roofs_figure_rejects_unknown_capacity_series():
+    with pytest.raises(ValueError):
+        plots.decode_roofs_figure([1, 2], {"a": [1e-3, 1e-3]}, capacity_batch={"b": 1.0})
+
+
+def test_throughput_latency_figure_draws_one_curve_per_series():
+    fig = plots.throughput_latency_figure({"bf16": ([1, 8], [4e-3, 5e-3]), "int4": ([1, 8], [1e-3, 2e-3])})
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines] == ["bf16", "int4"]
+    assert list(ax.lines[0].get_xdata()) == [250.0, 1600.0] and list(ax.lines[0].get_ydata()) == [250.0, 200.0]
+
+
+def test_serving_figure_draws_roofs_batch_and_memory():
+    fig = plots.serving_figure([1, 2, 4], [1e-4, 2e-4, 4e-4], [1e-3, 1.1e-3, 1.2e-3], batch=2, weight_bytes=10e9,
+                               kv_bytes=5e9, capacity_bytes=80e9, title="t")
+    left, right = fig.axes
+    assert list(left.lines[2].get_ydata()) == [1.0, 1.1, 1.2]  # the step: the larger roof, in ms
+    assert list(left.lines[3].get_xdata()) == [2]  # the chosen batch
+    assert [p.get_height() for p in right.patches] == [10.0, 5.0]  # GB of weights, then of KV cache
+    with pytest.raises(ValueError):
+        plots.serving_figure([1], [1e-4], [1e-3], batch=0, weight_bytes=1, kv_bytes=1, capacity_bytes=1, title="t")

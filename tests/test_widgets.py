@@ -118,3 +118,19 @@ def test_draw_kernel_roofline_says_when_a_device_lacks_the_dtype() -> None:
     fig = draw_kernel_roofline("t4", "bf16", "matmul", 64)  # Turing: no bf16 tensor cores
     assert [t.get_text() for t in fig.axes[0].texts] == ["t4 has no bf16 peak in hardware.PEAKS"]
     plt.close(fig)
+
+
+def test_serving_explorer_redraws_for_every_device_and_model() -> None:
+    from lecturelib import inference
+    from lecturelib.widgets import serving_explorer
+
+    explorer = serving_explorer(show=False)
+    assert explorer.values == {"model": "llama2-7b", "weight_dtype": "bf16", "kv_dtype": "bf16", "batch": 1,
+                               "context": 2048, "device": "h100-sxm"}
+    for device in inference.SERVING_DEVICES:
+        explorer.controls["device"].value = device
+    explorer.controls["model"].value = inference.LLAMA_3_2_1B.name
+    explorer.controls["weight_dtype"].value = "int4"
+    explorer.controls["batch"].value = 1024
+    assert explorer.redraws == len(inference.SERVING_DEVICES) + 2  # the default device was already shown
+    assert "llama3.2-1b, int4 weights" in explorer.redraw().axes[0].figure.texts[0].get_text()
