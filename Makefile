@@ -1,4 +1,5 @@
-# The two commands a new user needs (see README): `make test` and `make lab`; instructors also `make instructor`.
+# The two commands a new user needs (see README): `make test` and `make lab`; instructors also `make instructor`,
+# `make quick` (the inner loop) and `make bundle` (the students' course).
 # Everything is installed into .venv from requirements.txt; the machine needs only Python 3.11, 3.12 or 3.13.
 
 # The interpreter: PYTHON=... if given, else the first of python3.11, python3.12, python3.13 that runs here.
@@ -15,7 +16,7 @@ TORCH_PIN := $(shell grep -o '^torch==[^ ]*' requirements.txt)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab instructor test setup
+.PHONY: lab instructor test quick bundle setup
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
@@ -26,16 +27,32 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Students: JupyterLab on the released notebooks, the student's view only (jupyter/student: Validate, no
-# instructor tools). It keeps the terminal until you stop it with Ctrl-C.
+# Students: JupyterLab on work/, their own copy of the release (notebooks/): made on the first `make lab`, never
+# overwritten (lecturelib/workspace.py: notebooks the course adds are copied in, a changed notebook is kept), with
+# the student's view only (jupyter/student: Validate, no instructor tools). It keeps the terminal until Ctrl-C.
 lab: $(STAMP)
-	JUPYTER_CONFIG_DIR=$(CURDIR)/jupyter/student $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
+	$(PY) -m lecturelib.workspace notebooks work
+	JUPYTER_CONFIG_DIR=$(CURDIR)/jupyter/student $(VENV)/bin/jupyter lab --notebook-dir=work $(ALLOW_ROOT)
 
-# Instructors: JupyterLab at the course root with Formgrader; MathJax served locally (jupyter/share).
+# Instructors: JupyterLab at the course root with Formgrader; MathJax served locally (jupyter/share); no news pop-up
+# (jupyter/instructor, added to the user's own Jupyter configuration).
 instructor: $(STAMP)
 	mkdir -p exchange
-	JUPYTER_PATH=$(CURDIR)/jupyter/share $(VENV)/bin/jupyter lab --notebook-dir=. $(ALLOW_ROOT)
+	JUPYTER_PATH=$(CURDIR)/jupyter/share JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/instructor$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
+	    $(VENV)/bin/jupyter lab --notebook-dir=. $(ALLOW_ROOT)
 
 # Everyone and CI: the whole suite (lecturelib, notebooks, the autograding round trip) on both cores.
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
+
+# The inner loop: lecturelib's own tests and one notebook's autograding round trip (NB=..., default below), on both
+# cores; not the browser, the course machinery's other tests, or the solutions under nbval.
+NB ?= 00_building_blocks
+QUICK_TESTS := $(filter-out tests/test_browser.py tests/test_course_%.py,$(wildcard tests/test_*.py)) tests/test_course_roundtrip.py
+quick: $(STAMP)
+	LECTURELIB_ROUNDTRIP=$(NB) $(PY) -m pytest -n 2 --dist loadfile --durations=5 $(QUICK_TESTS)
+
+# The students' course (README, "The students' course"): dist/student by default, or OUT=folder.
+OUT ?= dist/student
+bundle: $(STAMP)
+	$(PY) -m lecturelib.course bundle $(OUT)

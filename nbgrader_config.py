@@ -16,7 +16,18 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from lecturelib.course.preprocessors import GradingExecute, JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells
+from lecturelib.course.collect import RefuseZipCollect, SafeExchangeCollect
+from lecturelib.course.feedback import HideOutputsAfterHiddenChecks
+from lecturelib.course.preprocessors import (
+    GradingExecute,
+    JudgeChecks,
+    PrepareChecks,
+    RedactTests,
+    RestoreMissingCells,
+    SanitizeNotebook,
+)
+from lecturelib.course.autograde import OnlyFromTheCourse
+from lecturelib.course.reference import AddReference, StripReference
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -32,9 +43,15 @@ c.Exchange.root = os.path.join(here, "exchange")
 # Several autograde workers share the gradebook: wait for its lock instead of failing at once.
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db") + "?timeout=120"
 
-# `nbgrader zip_collect ASSIGNMENT`: files (or zips of files) in downloaded/ASSIGNMENT/archive/ named
-# STUDENT--NOTEBOOK.ipynb, e.g. alice--02_matmul_flops.ipynb, become submitted/alice/ASSIGNMENT/02_matmul_flops.ipynb.
-c.FileNameCollectorPlugin.named_regexp = r".*?(?P<student_id>[A-Za-z0-9.@+-]+)--(?P<file_id>[^/]+\.ipynb)$"
+# `nbgrader collect` (and Formgrader's Collect button) copies only the assignment's own regular files from the exchange,
+# never through a link. LMS downloads are collected with `python -m lecturelib.course collect ASSIGNMENT` (files or
+# zips in downloaded/ASSIGNMENT/archive/ named STUDENT--FILE, or by Canvas): `nbgrader zip_collect` refuses to run.
+c.ExchangeFactory.collect = SafeExchangeCollect
+c.ZipCollectApp.extractor_plugin = RefuseZipCollect
+
+# `nbgrader export` writes names and scores: into exports/ (ignored by git, like `course grades`' Canvas CSV), not
+# the course root.
+c.ExportPlugin.to = os.path.join(here, "exports", "grades.csv")
 
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
 # (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)
@@ -44,6 +61,13 @@ c.Execute.timeout = 300
 # place of nbgrader's OverwriteCells); the checks come from the masters in source/ (PrepareChecks).
 c.RestoreMissingCells.release_directory = os.path.join(here, "notebooks")
 c.PrepareChecks.source_directory = os.path.join(here, "source")
+c.SanitizeNotebook.release_directory = os.path.join(here, "notebooks")
+c.HideOutputsAfterHiddenChecks.source_directory = os.path.join(here, "source")
+# Each written answer's reference and rubric (its master's solution region) for graders in Formgrader, after it.
+c.AddReference.source_directory = os.path.join(here, "source")
+# Formgrader's Autograde button and plain `nbgrader autograde` refuse before nbgrader removes anything: only
+# `python -m lecturelib.course autograde` grades (every kernel sandboxed).
+c.Autograde.exporter_class = OnlyFromTheCourse
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     DeduplicateIds,
@@ -60,6 +84,8 @@ c.Autograde.autograde_preprocessors = [
     PrepareChecks,
     GradingExecute,
     JudgeChecks,
+    SanitizeNotebook,  # nothing a student wrote or a kernel printed runs script where it is shown
+    AddReference,  # graders only: feedback strips it (StripReference), `course feedback` checks no page shows it
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
@@ -67,5 +93,12 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
-# nbgrader 0.9.6 keeps hidden tests in feedback; remove them (their outputs never quote them, see JudgeChecks).
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# nbgrader 0.9.6 keeps hidden tests in feedback; remove them (their outputs never quote them, see JudgeChecks), and
+# every output from the first hidden check on (it could carry the hidden inputs); verdicts stay; and the graders'
+# references AddReference wrote.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripReference, HideOutputsAfterHiddenChecks,
+                                    SanitizeNotebook, CSSHTMLHeaderPreprocessor]
+# Pages of Formgrader and feedback: Markdown and outputs through the course's allow-list (lecturelib.course.sanitize),
+# no JavaScript or widget output, no widget state, whatever the notebook holds.
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"clean_html": "lecturelib.course.sanitize.clean_html"}

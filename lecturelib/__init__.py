@@ -1,16 +1,17 @@
 """lecturelib: the reference calculators, measurements and grading helpers of the Resource Accounting course.
 
 Modules (imported on first use, so `import lecturelib.grading` stays light for the autograder):
-configs, params, models, flops, counter, memory, step_memory, hardware, inference, profiler, data, quant, training,
-plots, widgets, runmode, grading, course.
+configs, params, models, flops, counter, traffic, memory, step_memory, hardware, inference, profiler, data, quant,
+training, plots, widgets, runmode, grading, workspace, course (the instructor's; not in the student bundle).
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
-__all__ = [
+_MODULES = [
     "configs",
     "counter",
     "course",
@@ -27,9 +28,13 @@ __all__ = [
     "quant",
     "runmode",
     "step_memory",
+    "traffic",
     "training",
     "widgets",
+    "workspace",
 ]
+_HERE = Path(__file__).parent
+__all__ = [m for m in _MODULES if (_HERE / f"{m}.py").is_file() or (_HERE / m / "__init__.py").is_file()]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
@@ -16,6 +17,7 @@ from lecturelib.flops import (
     forward_flops,
     forward_flops_per_token,
     kaplan_forward_flops_per_token,
+    matmul_params,
     train_flops_per_token,
 )
 from lecturelib.memory import (
@@ -107,8 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     # ZeRO (Rajbhandari et al. 2020, Figure 1): the same keys, per GPU, with model states sharded over N GPUs
     memory.add_argument("--zero-stage", type=int, choices=list(ZERO_STAGES), default=0,
                         help="ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (default 0)")
-    memory.add_argument("--gpus", type=_positive_int, default=1, metavar="N",
-                        help="data-parallel GPUs the model states are sharded over (default 1); bytes are per GPU")
+    memory.add_argument("--gpus", type=_positive_int, default=None, metavar="N",
+                        help="data-parallel GPUs the model states are sharded over (default 1; needed with "
+                             "--zero-stage 1, 2 or 3); bytes are per GPU")
     kv = command("kv-cache", "KV-cache bytes: 2 · n_layer · n_kv_head · head_dim · T · B elements")
     kv.add_argument("--batch", type=_positive_int, required=True, metavar="B")
     kv.add_argument("--seq-len", type=_positive_int, required=True, metavar="T")
@@ -170,6 +173,13 @@ def _params(cfg: ModelConfig, args: argparse.Namespace) -> Result:
     }
 
 
+def _train_formula(cfg: ModelConfig, seq_len: int) -> str:
+    """train_flops_per_token's formula with this model's numbers: it is not 3 × forward_flops_per_token."""
+    return (f"6N + 12·L·H·Q·T with N = {matmul_params(cfg):,} (non-embedding parameters and the LM head's "
+            f"weights), L = {cfg.n_layer} layers, H = {cfg.n_head} heads, Q = {cfg.head_dim} per head, T = {seq_len} "
+            "(PaLM, Chowdhery et al. 2022, App. B)")
+
+
 def _flops(cfg: ModelConfig, args: argparse.Namespace) -> Result:
     return {
         "model": cfg.name,
@@ -180,19 +190,27 @@ def _flops(cfg: ModelConfig, args: argparse.Namespace) -> Result:
         # Kaplan's n_ctx is the context the tokens are processed with: here seq_len
         "kaplan_forward_flops_per_token": kaplan_forward_flops_per_token(cfg, args.seq_len),
         "train_flops_per_token": train_flops_per_token(cfg, args.seq_len),
+        "train_flops_per_token_formula": _train_formula(cfg, args.seq_len),
         "breakdown": forward_breakdown(cfg, args.batch, args.seq_len),
     }
 
 
 def _memory(cfg: ModelConfig, args: argparse.Namespace) -> Result:
+    if args.zero_stage > 0 and args.gpus is None:
+        raise CLIError(f"--zero-stage {args.zero_stage} shards the model states over data-parallel GPUs: "
+                       "give their number with --gpus N")
+    gpus = args.gpus or 1
     breakdown = training_memory(cfg, args.recipe, args.batch, args.seq_len, args.recompute)
-    breakdown = zero_partition(breakdown, args.zero_stage, args.gpus)  # per GPU; stage 0 or 1 GPU: unchanged
+    breakdown = zero_partition(breakdown, args.zero_stage, gpus)  # per GPU; stage 0 or 1 GPU: unchanged
     return {
         "model": cfg.name,
         "recipe": args.recipe,
         "batch": args.batch,
         "seq_len": args.seq_len,
         "recompute": args.recompute,
+        "zero_stage": args.zero_stage,
+        "gpus": gpus,
+        "scope": "per GPU",  # every *_bytes below: what one GPU holds (its own micro-batch of B sequences)
         **breakdown.as_dict(),
     }
 
@@ -325,7 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(error).split())  # one line, whatever the message held
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 2
-    print(json.dumps(result) if args.json else format_table(result))
+    try:
+        print(json.dumps(result) if args.json else format_table(result), flush=True)
+    except BrokenPipeError:  # `python -m lecturelib flops ... | head`: the reader left; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import gc
 import math
+import mmap
 import os
-import statistics
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from lecturelib.profiler import benchmark
+
+try:
+    import resource  # page-fault counters (Unix)
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
 
 Work = Literal["sleep", "cpu"]  # how a cost is spent: waiting (like I/O) or computing on one core (like decoding)
 Span = tuple[float, float]  # (start, end) in time.perf_counter() seconds
@@ -99,6 +109,7 @@ class LoaderConfig:
     persistent_workers: bool = False  # keep the worker processes from one epoch to the next (needs num_workers > 0)
     prefetch_factor: int | None = None  # batches in flight per worker (None: DataLoader's default, 2 with workers)
     multiprocessing_context: str | None = None  # "fork", "spawn", "forkserver"; None: the platform's default
+    worker_cpus: tuple[int, ...] | None = None  # the CPUs each worker may run on (Linux: os.sched_setaffinity); None: all
 
     def label(self) -> str:
         """A short description, e.g. "2 workers, persistent, prefetch 4"."""
@@ -111,12 +122,21 @@ class LoaderConfig:
             parts.append("pinned")
         if self.multiprocessing_context is not None:
             parts.append(self.multiprocessing_context)
+        if self.worker_cpus is not None:
+            parts.append(f"on CPUs {','.join(map(str, self.worker_cpus))}")
         return ", ".join(parts)
 
     def loader(
         self, dataset: Dataset[tuple[torch.Tensor, torch.Tensor]]
     ) -> DataLoader[tuple[torch.Tensor, torch.Tensor]]:
         """The DataLoader of this configuration over `dataset` (in order, no shuffling)."""
+        init = None
+        if self.worker_cpus is not None:
+            if not hasattr(os, "sched_setaffinity"):
+                raise ValueError(f"worker_cpus needs os.sched_setaffinity (Linux); {sys.platform} has none")
+            if not self.worker_cpus:
+                raise ValueError("worker_cpus must name at least one CPU")
+            init = functools.partial(_run_on_cpus, self.worker_cpus)  # picklable: spawned workers get it too
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
@@ -125,7 +145,13 @@ class LoaderConfig:
             persistent_workers=self.persistent_workers,
             prefetch_factor=self.prefetch_factor,
             multiprocessing_context=self.multiprocessing_context,
+            worker_init_fn=init,
         )
+
+
+def _run_on_cpus(cpus: tuple[int, ...], worker_id: int) -> None:
+    """worker_init_fn: confine this worker process to `cpus` (the main process keeps its own CPUs)."""
+    os.sched_setaffinity(0, cpus)
 
 
 @dataclass(frozen=True)
@@ -162,6 +188,11 @@ class EpochTiming:
     def end_s(self) -> float:
         """From the last step to the end of the loop: the last next(), where a non-persistent loader joins workers."""
         return self.ended_s - self.batches[-1].computed_s
+
+    @property
+    def running_s(self) -> float:
+        """From the first sample's loading to the end of the last step: the epoch without worker start-up."""
+        return self.batches[-1].computed_s - min(b.load[0] for b in self.batches)
 
     @property
     def wait_s(self) -> float:
@@ -202,11 +233,32 @@ class LoaderTiming:
 
     @property
     def steady_batches_per_s(self) -> float:
-        """1 / the median time between two consecutive batches arriving in the main process (start-up excluded)."""
-        gaps = [b.got_s - a.got_s for e in self.epochs for a, b in zip(e.batches, e.batches[1:])]
-        if not gaps:
-            raise ValueError("steady state needs at least two batches in an epoch")
-        return 1 / statistics.median(gaps)
+        """Batches per second once the pipeline has filled: whole rounds of the workers, clocked from a ready batch."""
+        # Per epoch: skip the first round (W = num_workers batches, 1 without workers: they all start together),
+        # then count J·W intervals from batch k to batch k + J·W, which the same worker made (batches go to the
+        # workers in turn). The clock starts when batch k was *ready* (its loading ended), not when the main
+        # process took it: a batch that waited for the step would start the clock late. So the rate cannot beat
+        # either limit, whatever the noise: batch k + J·W came J loads after batch k on one worker (≤ W / L), and
+        # J·W steps lie between taking batch k and taking it (≤ 1 / C). Without workers: ≤ 1 / (L + C).
+        rounds = max(1, self.config.num_workers)
+        intervals, seconds = 0, 0.0
+        for epoch in self.epochs:
+            k = rounds
+            j = (len(epoch.batches) - 1 - k) // rounds  # whole rounds after the first
+            if j < 1:
+                continue
+            last = k + j * rounds
+            intervals += j * rounds
+            seconds += epoch.batches[last].got_s - epoch.batches[k].load[1]
+        if intervals == 0:
+            raise ValueError(f"steady state needs an epoch of at least {2 * rounds + 1} batches with "
+                             f"{self.config.num_workers} workers")
+        return intervals / seconds
+
+    @property
+    def running_batches_per_s(self) -> float:
+        """Batches per second from each epoch's first sample loading to its last step (worker start-up excluded)."""
+        return self.n_batches / sum(e.running_s for e in self.epochs)
 
     @property
     def wait_per_batch_s(self) -> float:
@@ -296,43 +348,176 @@ class Unavailable:
 
 
 # ---------------------------------------------------------------------------------------------
-# Copy-on-access: what a worker's reading of Python objects costs in memory
+# What a worker's reading costs in memory: copy-on-access of Python objects, shared pages of arrays and files
 
 
-class _ReadAll(Dataset[int]):
-    """One item: read every element of `data` in the worker, and return how many private bytes that added."""
+@dataclass(frozen=True)
+class WorkerMemory:
+    """How much a forked DataLoader worker's memory grew while it read every element of some data once (bytes)."""
 
-    def __init__(self, data: Sequence[object] | torch.Tensor) -> None:
+    rss: int  # resident pages the worker maps, shared ones included (what `top` shows)
+    uss: int  # pages only the worker holds: its private copies
+    pss: int  # each resident page divided by the number of processes mapping it (PSS)
+    anonymous: int  # pages not backed by a file: copies of the parent's memory and new objects (0 where unknown)
+
+
+def _anonymous_bytes() -> int:
+    """Anonymous memory of this process (/proc/self/smaps_rollup), -1 where it cannot be read."""
+    try:
+        with open("/proc/self/smaps_rollup", encoding="ascii") as file:
+            for line in file:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def _memory_now() -> tuple[int, int, int, int] | None:
+    """(rss, uss, pss, anonymous) of this process, or None without /proc/PID/smaps."""
+    try:
+        info = psutil.Process().memory_full_info()
+        return int(info.rss), int(info.uss), int(getattr(info, "pss", 0)), _anonymous_bytes()
+    except (psutil.Error, OSError):
+        return None
+
+
+class _ReadAll(Dataset[tuple[int, ...]]):
+    """One item: read every element of `data` in the worker, and return how its memory grew (or (-1,))."""
+
+    def __init__(self, data: Sequence[object] | torch.Tensor | np.ndarray) -> None:
         self.data = data
 
     def __len__(self) -> int:
         return 1
 
-    def __getitem__(self, index: int) -> int:
-        try:
-            process = psutil.Process()
-            before = process.memory_full_info().uss  # bytes only this process holds (its copied pages)
-        except (psutil.Error, OSError):
-            return -1  # no /proc/PID/smaps to read here
+    def __getitem__(self, index: int) -> tuple[int, ...]:
+        before = _memory_now()
+        if before is None:
+            return (-1,)  # no /proc/PID/smaps to read here
         if isinstance(self.data, torch.Tensor):
             float(self.data.sum())  # reads every byte of the storage; writes nothing to it
+        elif isinstance(self.data, np.ndarray):
+            float(self.data.sum(dtype=np.float64))  # the same for an array, a memory-mapped file's included
         else:
             for item in self.data:  # each access increments and decrements the object's reference count
                 pass
-        return int(process.memory_full_info().uss - before)
+        after = _memory_now()
+        assert after is not None
+        return tuple(int(b - a) for a, b in zip(before, after))
+
+
+def worker_read_memory(
+    data: Sequence[object] | torch.Tensor | np.ndarray, *, multiprocessing_context: str | None = None
+) -> WorkerMemory | Unavailable:
+    """What a DataLoader worker's memory grows by when it reads every element of `data` once."""
+    # A forked worker shares the parent's pages until one is written. Reading a Python object writes its
+    # reference count, so each page holding objects gets copied into the worker: pytorch/pytorch#13246.
+    # A tensor or array is one object: its data pages are read, never written. A memory-mapped file's pages
+    # belong to the page cache, one copy for every process that maps them. (spawn and forkserver workers
+    # receive `data` by pickle instead: a private copy of all of it.)
+    loader = DataLoader(_ReadAll(data), batch_size=None, num_workers=1, multiprocessing_context=multiprocessing_context)
+    (grown,) = list(loader)
+    grown = tuple(int(v) for v in grown)
+    if len(grown) != 4:
+        return Unavailable("psutil cannot read the worker's memory (USS, PSS) here: /proc/PID/smaps is not readable")
+    rss, uss, pss, anonymous = grown
+    return WorkerMemory(rss, uss, pss, max(anonymous, 0) if _anonymous_bytes() >= 0 else 0)
 
 
 def copy_on_access_bytes(
     data: Sequence[object] | torch.Tensor, *, multiprocessing_context: str | None = None
 ) -> int | Unavailable:
-    """Private bytes a forked DataLoader worker gains by reading every element of `data` once (the "memory leak")."""
-    # A forked worker shares the parent's pages until one is written. Reading a Python object writes its
-    # reference count, so each page holding objects gets copied into the worker: pytorch/pytorch#13246.
-    loader = DataLoader(_ReadAll(data), batch_size=None, num_workers=1, multiprocessing_context=multiprocessing_context)
-    (grown,) = list(loader)
-    if grown < 0:
-        return Unavailable("psutil cannot read the worker's private memory (USS) here: /proc/PID/smaps is not readable")
-    return int(grown)
+    """Private bytes (USS) a forked DataLoader worker gains by reading every element of `data` once."""
+    grown = worker_read_memory(data, multiprocessing_context=multiprocessing_context)
+    return grown if isinstance(grown, Unavailable) else grown.uss
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory-mapped files: a dataset on disk, read through the operating system's page cache
+
+
+def filesystem_type(path: str | os.PathLike[str]) -> str:
+    """The type of the filesystem holding `path` ("ext4", "tmpfs", "overlay", ...); "unknown" without /proc."""
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return "unknown"
+    best, fstype = "", "unknown"
+    for line in lines:  # "... mount_point options ... - fstype source super_options"; later mounts hide earlier ones
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right:
+            continue
+        mount_point = fields[4].encode().decode("unicode_escape")  # "\040" is a space
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, fstype = mount_point, right.split()[0]
+    return fstype
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)  # the C library this process already uses
+    except OSError:
+        return None
+
+
+def page_cache_fraction(path: str | os.PathLike[str]) -> float | Unavailable:
+    """The fraction of a file's pages in the page cache now (mincore on a fresh mapping, which faults nothing in)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        raise ValueError(f"{path} is empty")
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mincore"):
+        return Unavailable(f"no mincore() in this C library ({sys.platform})")
+    with open(path, "rb") as file:
+        mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
+    view = np.frombuffer(mapping, dtype=np.uint8)  # only to learn the mapping's address: nothing is read
+    try:
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vector = (ctypes.c_ubyte * pages)()
+        if libc.mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size), vector) != 0:
+            return Unavailable(f"mincore() failed: {os.strerror(ctypes.get_errno())}")
+        resident = sum(byte & 1 for byte in bytes(vector))  # bit 0: the page is in memory
+    finally:
+        del view
+        mapping.close()
+    return resident / pages
+
+
+def drop_from_page_cache(path: str | os.PathLike[str]) -> None | Unavailable:
+    """Ask the kernel to drop a file's pages from the page cache (fsync, then posix_fadvise DONTNEED): no root needed."""
+    # Advice, not an order: pages that a process maps stay, dirty pages are written first (hence fsync), and a
+    # filesystem that lives in memory (tmpfs) has nowhere else to keep them. Check with page_cache_fraction().
+    # Dropping the whole cache (echo 3 > /proc/sys/vm/drop_caches) needs root, and no call reaches a cache below
+    # the operating system (a disk's or a virtual machine's host).
+    if not hasattr(os, "posix_fadvise"):
+        return Unavailable(f"no posix_fadvise on {sys.platform}")
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())
+        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return None
+
+
+def mapped_rss_bytes(path: str | os.PathLike[str]) -> int | Unavailable:
+    """Resident bytes of this process's mappings of `path` (its pages mapped here, from /proc/self/smaps)."""
+    target = os.path.realpath(path)
+    try:
+        maps = psutil.Process().memory_maps(grouped=True)
+    except (psutil.Error, OSError, AttributeError, NotImplementedError):
+        return Unavailable(f"psutil cannot list this process's mappings on {sys.platform}")
+    return sum(int(m.rss) for m in maps if m.path == target)
+
+
+def page_faults() -> tuple[int, int]:
+    """(major, minor) page faults of this thread so far: a major one read a page from disk, a minor one mapped a cached page."""
+    if resource is None:
+        return (0, 0)
+    usage = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    return int(usage.ru_majflt), int(usage.ru_minflt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,13 +552,87 @@ PCIE_GENERATIONS: dict[int, tuple[float, float]] = {
 
 
 def pcie_bytes_per_s(generation: int, lanes: int = 16) -> float:
-    """Peak payload bytes per second of a PCIe link in one direction: GT/s × lanes × encoding / 8 bits."""
+    """Line rate of a PCIe link in one direction after line encoding: GT/s × lanes × encoding / 8 bits."""
+    # Not the payload a copy reaches: every packet (TLP) also carries a header, a sequence number and a CRC,
+    # and the link carries acknowledgements and flow-control packets; copies reach about 0.8-0.9 of this.
     if generation not in PCIE_GENERATIONS:
         raise ValueError(f"PCIe generation must be one of {sorted(PCIE_GENERATIONS)}, got {generation}")
     if lanes <= 0:
         raise ValueError(f"lanes must be positive, got {lanes}")
     transfers_per_s, encoding = PCIE_GENERATIONS[generation]
     return transfers_per_s * lanes * encoding / 8
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """The PCIe link of a device, read from Linux sysfs: the fastest it can train to, and what it runs at now."""
+
+    address: str  # the PCI address, e.g. "0000:17:00.0"
+    max_generation: int  # the lower of the device's and its port's maximum generation
+    max_lanes: int  # the lower of the device's and its port's maximum width
+    current_generation: int  # now: GPUs drop to a slower generation when idle, so read it under load
+    current_lanes: int
+
+    @property
+    def max_bytes_per_s(self) -> float:
+        """pcie_bytes_per_s() of the link at its maximum generation and width."""
+        return pcie_bytes_per_s(self.max_generation, self.max_lanes)
+
+
+_GT_PER_S_TO_GENERATION = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}  # PCIe 6 runs 64 GT/s (PAM4)
+
+
+def _sysfs_generation(text: str) -> int | None:
+    """"16.0 GT/s PCIe" (sysfs link speed) -> 4; None for "Unknown" and the like."""
+    try:
+        return _GT_PER_S_TO_GENERATION.get(float(text.split()[0]))
+    except (ValueError, IndexError):
+        return None
+
+
+def pcie_link(address: str, *, sysfs: str | os.PathLike[str] = "/sys/bus/pci/devices") -> PcieLink | Unavailable:
+    """The PCIe link of the device at `address` ("DDDD:BB:DD.F"), from sysfs; Unavailable where it cannot be read."""
+    # A device trains its link to the lower of its own and its upstream port's abilities: read both maxima.
+    # current_link_speed is what runs now; an idle NVIDIA GPU drops to a lower generation to save power.
+    device = Path(sysfs) / address
+
+    def read(path: Path, name: str) -> str | None:
+        try:
+            return (path / name).read_text().strip()
+        except OSError:
+            return None
+
+    fields = {name: read(device, name) for name in
+              ("max_link_speed", "max_link_width", "current_link_speed", "current_link_width")}
+    if any(v is None for v in fields.values()):
+        return Unavailable(f"no PCIe link attributes for {address} under {sysfs} (not Linux, or not a PCIe device)")
+    port = device.resolve().parent  # the bridge or root port the device hangs off
+    port_speed, port_width = read(port, "max_link_speed"), read(port, "max_link_width")
+    generations = [g for g in (_sysfs_generation(fields["max_link_speed"] or ""),
+                               _sysfs_generation(port_speed or "")) if g is not None]
+    current = _sysfs_generation(fields["current_link_speed"] or "")
+    try:
+        widths = [int(w) for w in (fields["max_link_width"], port_width) if w is not None and w.isdigit()]
+        current_lanes = int(fields["current_link_width"] or "")
+    except ValueError:
+        return Unavailable(f"unreadable link width for {address}: {fields}")
+    if not generations or not widths or current is None:
+        return Unavailable(f"unreadable link speed for {address}: {fields}")
+    return PcieLink(address, min(generations), min(widths), current, current_lanes)
+
+
+def cuda_pcie_link(device: int = 0) -> PcieLink | Unavailable:
+    """The PCIe link of a CUDA device (its PCI address from torch, its link from sysfs)."""
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        return Unavailable(reason)
+    props = torch.cuda.get_device_properties(device)
+    fields = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if not all(isinstance(f, int) for f in fields):
+        return Unavailable(f"this PyTorch ({torch.__version__}) does not report the device's PCI address")
+    domain, bus, slot = fields  # the fields torch.numa.binding formats into a sysfs address
+    address = f"{domain:04x}:{bus:02x}:{slot:02x}.0"
+    return pcie_link(address)
 
 
 def staged_copy_bytes_per_s(memcpy_bytes_per_s: float, link_bytes_per_s: float) -> tuple[float, float]:
@@ -483,23 +742,26 @@ def pin_cost(n_bytes: int, *, min_run_time_s: float = 0.1) -> PinCost | Unavaila
     )
 
 
+OVERLAP_RUNS = ("pageable, one stream", "pinned, one stream", "pinned, side stream")
+
+
 @dataclass(frozen=True)
 class Overlap:
-    """A copy and a matmul run one after the other, then side by side on two CUDA streams (milliseconds from start)."""
+    """A host-to-device copy and some matmuls, timed three ways that change one thing at a time (ms from start)."""
 
     copy_bytes: int
-    serial: dict[str, list[Span]]  # "copy", "compute": pageable copy, then compute, on the default stream
-    overlapped: dict[str, list[Span]]  # pinned copy on a side stream (non_blocking) while compute runs
-    serial_ms: float
-    overlapped_ms: float
+    runs: dict[str, dict[str, list[Span]]]  # OVERLAP_RUNS -> {"copy": [span], "compute": [span]}
+    total_ms: dict[str, float]  # OVERLAP_RUNS -> from the start to the end of the later of copy and compute
     available: Literal[True] = True
 
 
 def overlap_demo(copy_bytes: int, matmul_n: int, *, matmuls: int = 4) -> Overlap | Unavailable:
-    """Time a host-to-device copy and `matmuls` bf16 matmuls serially, then overlapped (CUDA streams and events)."""
-    # The overlapped pattern is the DataLoader's: copy batch k+1 while the GPU computes on batch k. Three things
-    # are needed (PyTorch's pin_memory/non_blocking tutorial): a pinned source, non_blocking=True, and a stream
-    # other than the one computing; the GPU must have a free copy engine.
+    """Time a host-to-device copy and `matmuls` bf16 matmuls: pageable vs pinned on one stream, then on two streams."""
+    # The overlapped pattern is the DataLoader's: copy batch k+1 while the GPU computes on batch k. It needs a
+    # pinned source, non_blocking=True, and a stream other than the one computing (PyTorch's pin_memory and
+    # non_blocking tutorial); the GPU must have a free copy engine. The three runs change one thing at a time:
+    # pageable -> pinned on the same stream (the copy itself gets faster, nothing overlaps: one stream runs its
+    # work in order), then pinned on a side stream (the copy now runs beside the matmuls).
     if copy_bytes <= 0 or matmul_n <= 0 or matmuls <= 0:
         raise ValueError("copy_bytes, matmul_n and matmuls must be positive")
     reason = cuda_unavailable_reason()
@@ -519,15 +781,15 @@ def overlap_demo(copy_bytes: int, matmul_n: int, *, matmuls: int = 4) -> Overlap
         for _ in range(matmuls):
             a @ a
 
-    def run(overlapped: bool) -> tuple[dict[str, list[Span]], float]:
+    def run(name: str) -> tuple[dict[str, list[Span]], float]:
         torch.cuda.synchronize()
         start, c0, c1, m0, m1 = event(), event(), event(), event(), event()
         start.record(main)
-        if overlapped:
+        if name == "pinned, side stream":
             side.wait_event(start)  # the side stream starts with the main one, not before
             with torch.cuda.stream(side):
                 c0.record(side)
-                dst.copy_(pinned, non_blocking=True)  # returns at once: a DMA on the side stream
+                dst.copy_(pinned, non_blocking=True)  # returns at once: a DMA queued on the side stream
                 c1.record(side)
             m0.record(main)
             compute()  # queued on the main stream while the copy runs
@@ -535,7 +797,10 @@ def overlap_demo(copy_bytes: int, matmul_n: int, *, matmuls: int = 4) -> Overlap
             main.wait_stream(side)  # anything on main after this sees the copied bytes
         else:
             c0.record(main)
-            dst.copy_(pageable)  # blocks the host until the staged copy is done
+            if name == "pageable, one stream":
+                dst.copy_(pageable)  # the host stages the bytes through a pinned buffer before returning
+            else:
+                dst.copy_(pinned, non_blocking=True)  # returns at once, but the matmuls queue behind it
             c1.record(main)
             m0.record(main)
             compute()
@@ -543,14 +808,12 @@ def overlap_demo(copy_bytes: int, matmul_n: int, *, matmuls: int = 4) -> Overlap
         torch.cuda.synchronize()
         spans = {"copy": [(start.elapsed_time(c0), start.elapsed_time(c1))],
                  "compute": [(start.elapsed_time(m0), start.elapsed_time(m1))]}
-        total = max(start.elapsed_time(c1), start.elapsed_time(m1))
-        return spans, total
+        return spans, max(start.elapsed_time(c1), start.elapsed_time(m1))
 
-    run(False)  # warm-up: cuBLAS handle, kernels loaded, allocators primed
-    run(True)
-    serial, serial_ms = run(False)
-    overlapped, overlapped_ms = run(True)
-    return Overlap(copy_bytes, serial, overlapped, serial_ms, overlapped_ms)
+    for name in OVERLAP_RUNS:  # warm-up: cuBLAS handle, kernels loaded, allocators primed
+        run(name)
+    results = {name: run(name) for name in OVERLAP_RUNS}
+    return Overlap(copy_bytes, {k: v[0] for k, v in results.items()}, {k: v[1] for k, v in results.items()})
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ A test cell states facts as ``expect_count(matmul_flops(2, 3, 4), 48)``: an expr
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import io
 import json
@@ -289,6 +290,24 @@ def read_records(stdout: str) -> list[dict[str, Any]]:
     return records
 
 
+# Type names a hidden check's verdict may show: Python's own and the libraries' the course uses. A class the
+# student defined is never named: its name could carry a hidden input (type(f"Arg{n}", (Exception,), {})).
+KNOWN_TYPES = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)} | {
+    "Tensor", "Parameter", "Size", "dtype", "device", "ndarray", "generic", "NoneType", "function", "method", "module",
+    "builtin_function_or_method", "generator", "CheckFailed", "NotPlainValue",
+    *(f"{kind}{bits}" for kind in ("int", "uint", "float", "complex") for bits in (8, 16, 32, 64, 128)), "bool_"}
+
+
+def _known_name(name: str, otherwise: str) -> str:
+    return name if name in KNOWN_TYPES else otherwise
+
+
+def _shown_type(error: str) -> str:
+    """A NotPlainValue message for a hidden check: the type it got named only when it is a known one."""
+    head, sep, got = error.rpartition(" got ")
+    return f"{head}{sep}{_known_name(got, 'a value of its own class')}" if sep else error
+
+
 def judge(grade_id: str, checks: Sequence[Check], stdout: str) -> Verdict:
     """Compare the values a kernel reported for one test cell with the expected literals."""
     by_index: dict[int, list[dict[str, Any]]] = {}
@@ -304,9 +323,10 @@ def judge(grade_id: str, checks: Sequence[Check], stdout: str) -> Verdict:
         elif "error" in recs[0]:
             error = str(recs[0]["error"])
             if recs[0].get("plain") is True:  # the grader's own "expected a count, got float": nothing secret
-                messages.append(f"{name}: {error}")
+                messages.append(f"{name}: {error}" if not c.hidden else f"{name}: {_shown_type(error)}")
             else:  # the student's exception; for a hidden check only its type (its message may quote inputs)
-                messages.append(f"{name}: raised {error}" if not c.hidden else f"{name} raised {error.split(':')[0]}")
+                messages.append(f"{name}: raised {error}" if not c.hidden else
+                                f"{name} raised {_known_name(error.split(':')[0], 'an exception of its own class')}")
         elif not matches(c.kind, recs[0].get("value"), c.expected, c.tol):
             got = recs[0].get("value")
             if c.kind == "counts" and isinstance(got, list):

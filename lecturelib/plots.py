@@ -916,6 +916,39 @@ def memory_timeline_figure(
     return fig
 
 
+def loader_progress_figure(
+    measured: Mapping[str, Sequence[float]],
+    simulated: Mapping[str, Sequence[float]],
+    *,
+    unit: str = "ms",
+    title: str = "Steps finished against time",
+) -> Figure:
+    """Steps finished against time per configuration: each step's end, measured (solid) and simulated (dashed)."""
+    if not measured or set(measured) != set(simulated):
+        raise ValueError("need measured and simulated end times for the same configurations")
+    for name in measured:
+        for kind, ends in (("measured", measured[name]), ("simulated", simulated[name])):
+            if len(ends) == 0 or any(not math.isfinite(t) or t < 0 for t in ends):
+                raise ValueError(f"{kind} {name!r}: end times must be non-negative and finite")
+            if any(b < a for a, b in zip(ends, ends[1:])):
+                raise ValueError(f"{kind} {name!r}: steps end in order")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, name in enumerate(measured):
+        color = cycle[k % len(cycle)]
+        for ends, style, kind in ((measured[name], "-", "measured"), (simulated[name], "--", "simulated")):
+            steps = range(1, len(ends) + 1)
+            ax.step([0.0, *ends], [0, *steps], where="post", linestyle=style, color=color,
+                    label=f"{name}, {kind}")
+    ax.set_xlabel(f"time from the first sample's loading ({unit})")
+    ax.set_ylabel("training steps finished")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize="x-small", ncols=2)
+    fig.tight_layout()
+    return fig
+
+
 def before_after_figure(
     rows: dict[str, tuple[Sequence[float], Sequence[float]]],
     *,
@@ -946,6 +979,69 @@ def before_after_figure(
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+# --- tiles: a matmul's memory traffic against its tile size (notebook 02) -------------------------------------
+
+
+def tile_traffic_figure(
+    tiles: Sequence[int],
+    moved: Sequence[int],
+    *,
+    m: int,
+    k: int,
+    n: int,
+    title: str = "Elements a tiled matmul moves",
+) -> Figure:
+    """Counted traffic of a tiled (m, k) @ (k, n) against the tile size (log-log), with 2mkn/t + mn and the once-each floor."""
+    _check_series(tiles, moved, "tiles", "moved")
+    if min(m, k, n) <= 0:
+        raise ValueError(f"m, k and n must be positive, got {m}, {k}, {n}")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    grid = [tiles[0] * (tiles[-1] / tiles[0]) ** (i / 100) for i in range(101)] if len(tiles) > 1 else list(tiles)
+    ax.plot(grid, [2 * m * k * n / t + m * n for t in grid], color="gray", linestyle="--",
+            label="2mkn / tile + mn: ∝ 1 / tile, plus C written once")
+    ax.axhline(m * k + k * n + m * n, color="black", linewidth=0.8, label="mk + kn + mn: every element moved once")
+    ax.plot(tiles, moved, "o", label="counted by tiled_matmul")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tile size t (output tiles t × t, k in chunks of t)")
+    ax.set_ylabel("elements moved (reads of A and B, writes of C)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def outlier_error_figure(
+    magnitudes: Sequence[float],
+    db: Mapping[str, Sequence[float]],
+    *,
+    threshold: float | None = None,
+    title: str = "Quantization error against outlier magnitude",
+) -> Figure:
+    """Signal-to-noise (dB) of several int8 schemes against the magnitude of planted outliers (log x), a line each."""
+    if len(magnitudes) == 0 or not db:
+        raise ValueError("need at least one magnitude and one series")
+    if any(not math.isfinite(m) or m <= 0 for m in magnitudes):
+        raise ValueError("magnitudes must be positive and finite (they are drawn on a log axis)")
+    for name, values in db.items():
+        if len(values) != len(magnitudes) or any(not math.isfinite(v) for v in values):
+            raise ValueError(f"series {name!r} must hold one finite value per magnitude")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, values in db.items():
+        ax.plot(magnitudes, values, "o-", label=name)
+    if threshold is not None:
+        ax.axvline(threshold, color="gray", linestyle="--", linewidth=0.8, label=f"threshold {threshold:g}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("magnitude of the outlier features")
+    ax.set_ylabel("dB: ordinary features' signal / noise")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower left", fontsize="small")
     fig.tight_layout()
     return fig
 

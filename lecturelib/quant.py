@@ -332,3 +332,39 @@ def compare_torchao(
                     QuantizedRun(mode, n_bytes, timing, sqnr_db(reference, output), error, agreement)
                 )
     return runs
+
+
+# ---------------------------------------------------------------------------------------------
+# Which low-precision types a CPU computes in natively: its instruction-set flags
+
+# Linux /proc/cpuinfo flag names, x86 then aarch64. fp16: AVX512-FP16 and AMX-FP16 multiply fp16 (F16C only converts
+# fp16 <-> fp32); Arm's FEAT_FP16 ("fphp", "asimdhp"). bf16: AVX512-BF16 and AMX-BF16 dot products; Arm's FEAT_BF16.
+# int8: dot products of int8 into int32 (AVX512-VNNI, AVX-VNNI, AMX-INT8; Arm's dot product and i8mm).
+LOW_PRECISION_FLAGS: dict[str, tuple[str, ...]] = {
+    "fp16": ("avx512_fp16", "amx_fp16", "fphp", "asimdhp"),
+    "bf16": ("avx512_bf16", "amx_bf16", "bf16"),
+    "int8": ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm"),
+}
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
+    """The instruction-set flags of this CPU from /proc/cpuinfo (or `cpuinfo` text); None where there is none."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):  # x86 / aarch64
+            return frozenset(value.split())
+    return None
+
+
+def low_precision_isa(cpuinfo: str | None = None) -> dict[str, tuple[str, ...]] | None:
+    """Per type ("fp16", "bf16", "int8"), the flags of LOW_PRECISION_FLAGS this CPU has; None where unreadable."""
+    flags = cpu_flags(cpuinfo)
+    if flags is None:
+        return None
+    return {dtype: tuple(f for f in names if f in flags) for dtype, names in LOW_PRECISION_FLAGS.items()}

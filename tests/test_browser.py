@@ -10,6 +10,7 @@ $BROWSER_SCREENSHOTS); the test session lists them at its end, one line a file.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import secrets
 import shutil
@@ -22,6 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from lecturelib.course.feedback import _plain, hidden_lines
@@ -188,19 +190,35 @@ def close_dialog(page: Page) -> None:
 # The student: every notebook solved (and the pilot's untouched release)
 
 
+def _git_status() -> str:
+    """What git sees changed in the repository (tracked and untracked files): running the course must change none."""
+    done = subprocess.run(["git", "status", "--porcelain", "--", "notebooks", "jupyter", "solutions", "source"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return done.stdout if done.returncode == 0 else ""
+
+
 @pytest.fixture(scope="module")
-def student_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """The student's JupyterLab (jupyter/student) on a copy of the release: each notebook solved; the pilot also untouched."""
+def student_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, str]]:
+    """The student's course as `make lab` makes it: the release in notebooks/, the student's copy in work/ (by
+    lecturelib.workspace), JupyterLab with the student's settings (jupyter/student) on work/. Each notebook also
+    solved in work/NN_topic/solved/ (the student's finished work)."""
     root = tmp_path_factory.mktemp("student")
+    shutil.copytree(ROOT / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    env = {"JUPYTER_CONFIG_DIR": str(ROOT / "jupyter" / "student")}
+    made = subprocess.run([sys.executable, "-m", "lecturelib.workspace", "notebooks", "work"], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
     for assignment in ASSIGNMENTS:
         for master in Course(ROOT).source_notebooks(assignment):
-            release = read_notebook(ROOT / "notebooks" / assignment / master.name)
-            write_notebook(fill_answers(release, read_notebook(master)), root / assignment / master.name)
-            if assignment == PILOT:  # Validate on the untouched release: once, on the pilot
-                write_notebook(release, root / assignment / "untouched" / master.name)
-    env = {"JUPYTER_CONFIG_DIR": str(ROOT / "jupyter" / "student")}
-    with jupyter_lab(root, env, root / "lab.log") as server:
-        yield server
+            release = read_notebook(root / "work" / assignment / master.name)
+            write_notebook(fill_answers(release, read_notebook(master)), root / "work" / assignment / "solved" / master.name)
+    with jupyter_lab(root / "work", env, root / "lab.log") as (base, token):
+        yield root, base, token
+
+
+@pytest.fixture(scope="module")
+def student_lab(student_course: tuple[Path, str, str]) -> tuple[str, str]:
+    return student_course[1], student_course[2]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -209,7 +227,7 @@ def test_browser_student_runs_and_validates_each_notebook(browser, student_lab, 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         for master in Course(ROOT).source_notebooks(assignment):
-            path = f"{assignment}/{master.name}"
+            path = f"{assignment}/solved/{master.name}"
             open_notebook(page, base, token, path)
             assert page.get_by_text("Nbgrader", exact=True).count() == 0  # the student's view: no instructor menu
             state = run_all(page)
@@ -228,7 +246,7 @@ def test_browser_student_runs_and_validates_each_notebook(browser, student_lab, 
             close_dialog(page)
             if assignment != PILOT:
                 continue  # every untouched release fails every check in the round trip (nbgrader's same run)
-            open_notebook(page, base, token, f"{assignment}/untouched/{master.name}")
+            open_notebook(page, base, token, f"{assignment}/{master.name}")  # the student's copy, untouched
             kind, text = validate(page)
             shot(page, f"student-{assignment}-4-untouched-validated")
             assert "validation-failed" in kind, text[:500]
@@ -237,33 +255,127 @@ def test_browser_student_runs_and_validates_each_notebook(browser, student_lab, 
         page.close()
 
 
+def test_browser_student_works_in_an_own_copy_that_updates_never_overwrite(browser, student_course) -> None:
+    """`make lab`'s work/: an untouched copy opens unmodified; the student's answer is saved there; a course update
+    (the pilot changed, a notebook added) brings the new notebook and keeps the answer, in JupyterLab and in the
+    Notebook 7 view (whose fonts load); the course's repository has no changed file after any of it."""
+    root, base, token = student_course
+    before = _git_status()
+    (master,) = Course(ROOT).source_notebooks(PILOT)
+    path = f"{PILOT}/{master.name}"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        open_notebook(page, base, token, path)
+        page.wait_for_timeout(2000)  # JupyterLab writes the kernel's language_info into the model once it knows it
+        assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty") is False
+        answer = "def matmul_flops(m: int, k: int, n: int) -> int:\n    return 2 * m * k * n  # my own answer"
+        page.evaluate("""async (answer) => {
+            const w = window.jupyterapp.shell.currentWidget;
+            const cell = w.content.widgets.find(c => c.model.sharedModel.getSource().startsWith('def matmul_flops('));
+            cell.model.sharedModel.setSource(answer);
+            await window.jupyterapp.commands.execute('docmanager:save');
+        }""", answer)
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+        shot(page, "student-own-copy-1-answer-saved")
+        mine = root / "work" / path
+        assert "# my own answer" in mine.read_text()
+        # the course publishes an update: the pilot changed, a new notebook; the next `make lab` syncs work/
+        release = root / "notebooks" / path
+        release.write_text(release.read_text().replace("# 02 · ", "# 02 (updated) · "))
+        shutil.copytree(root / "notebooks" / ASSIGNMENTS[0], root / "notebooks" / "09_new")
+        (root / "notebooks" / "09_new" / f"{ASSIGNMENTS[0]}.ipynb").rename(root / "notebooks" / "09_new" / "09_new.ipynb")
+        synced = subprocess.run([sys.executable, "-m", "lecturelib.workspace", "notebooks", "work"], cwd=root,
+                                capture_output=True, text=True, timeout=120)
+        assert synced.returncode == 0, synced.stderr
+        assert f"kept your work/{path}: the course updated notebooks/{path} since your copy was made" in synced.stdout
+        assert "copied notebooks/09_new/09_new.ipynb to work/09_new/09_new.ipynb" in synced.stdout
+        assert "# my own answer" in mine.read_text() and "(updated)" not in mine.read_text()
+        open_notebook(page, base, token, path)  # reopened after the update: the answer is there
+        assert page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.widgets
+            .some(c => c.model.sharedModel.getSource().includes('# my own answer'))""")
+        shot(page, "student-own-copy-2-after-update")
+        failed: list[str] = []  # the Notebook 7 view of the same notebook: every request answered, its fonts too
+        fonts: list[int] = []
+        page.on("response", lambda r: (failed.append(f"{r.status} {r.url.split('?')[0]}") if r.status >= 400 else None,
+                                       fonts.append(r.status) if ".woff" in r.url else None))
+        page.goto(f"{base}/notebooks/{path}?token={token}", wait_until="networkidle", timeout=TIMEOUT_MS)
+        for _ in range(20):  # scroll through: formulas render (MathJax's .woff fonts load) as they come into view
+            page.mouse.wheel(0, 2000)
+            page.wait_for_timeout(300)
+        shot(page, "student-own-copy-3-notebook-view")
+        assert failed == [] and set(fonts) <= {200}, (failed, fonts)
+    finally:
+        page.close()
+    assert _git_status() == before  # no tracked file changed, nothing new in the course's folders
+
+
 # ---------------------------------------------------------------------------------------------
 # The instructor: Formgrader, manual grading, feedback
 
 
+DUE = "2026-12-01 17:00:00 UTC"
+ROSTER = "id,first_name,last_name,email,lms_user_id\nann,Ann,Lee,ann@example.edu,101\nblank,Bo,Lank,,102\nsolved,Sol,Ved,,103\n"
+
+
 @pytest.fixture(scope="module")
 def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Course, str, str]]:
-    """A course with every assignment, one solved and one blank submission of the pilot, autograded by the course command
-    (which puts the pilot in the gradebook)."""
+    """The instructor's first grading of the pilot, as the README's Instructor guide does it: the roster imported,
+    the due date set, the LMS's download collected (`nbgrader zip_collect`: Canvas's and Moodle's file names), then
+    `course autograde --workers 2` on a new gradebook with three students (one late, one blank)."""
     root = tmp_path_factory.mktemp("course")
     shutil.copy2(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "source", root / "source")
+    shutil.copytree(ROOT / "jupyter" / "share", root / "jupyter" / "share")
     course = Course(root)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     run = lambda *args: subprocess.run([sys.executable, "-m", "lecturelib.course", *args], cwd=root, env=env,
                                        capture_output=True, text=True, timeout=900)
-    # the committed release (test_course_build checks it is what `build` makes); autograde adds the pilot to the
-    # gradebook itself, and Formgrader lists the assignments of source/
+    # the committed release (test_course_build checks it is what `build` makes); autograde adds the pilot's notebooks
+    # to the gradebook itself, and Formgrader lists the assignments of source/
     shutil.copytree(ROOT / course.release.name, course.release)
+    (root / "roster.csv").write_text(ROSTER)
+    for args in (("db", "student", "import", "roster.csv"), ("db", "assignment", "add", PILOT, f"--duedate={DUE}")):
+        done = course.nbgrader(*args)
+        assert done.returncode == 0, done.stderr[-2000:]
     (master,) = course.source_notebooks(PILOT)
     release = read_notebook(course.release / PILOT / master.name)
-    write_notebook(fill_answers(release, read_notebook(master)), course.submitted / "solved" / PILOT / master.name)
-    write_notebook(release, course.submitted / "blank" / PILOT / master.name)
+    solved = fill_answers(release, read_notebook(master))
+    archive = root / "downloaded" / PILOT / "archive"  # what the LMS gives: its own prefix before the student's name
+    write_notebook(solved, archive / f"solved--{master.name}")
+    write_notebook(hostile(release), archive / "Bo Lank_1234_assignsubmission_file_" / f"blank--{master.name}")  # Moodle
+    write_notebook(solved, archive / f"leeann_LATE_101_9001_ann--{master.name}")  # Canvas
+    done = course.nbgrader("zip_collect", PILOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in course.submitted.iterdir()) == ["ann", "blank", "solved"]
+    for student, when in (("solved", "2026-12-01 16:00:00 UTC"), ("blank", "2026-12-01 16:30:00 UTC"),
+                          ("ann", "2026-12-01 18:05:00 UTC")):  # the LMS's submission times
+        (course.submitted / student / PILOT / "timestamp.txt").write_text(when)
     graded = run("autograde", PILOT, "--workers", "2")
     assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert "3 of 3 submissions autograded" in graded.stdout, graded.stdout
     (root / "exchange").mkdir()  # as `make instructor` does
-    with jupyter_lab(root, {"JUPYTER_PATH": str(ROOT / "jupyter" / "share")}, root / "lab.log") as (base, token):
+    instructor = {"JUPYTER_PATH": str(ROOT / "jupyter" / "share"), "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter" / "instructor")}
+    with jupyter_lab(root, instructor, root / "lab.log") as (base, token):  # as `make instructor` starts it
         yield course, base, token
+
+
+XSS = "__lecturelib_xss"  # what a student's script would set in the instructor's page
+HOSTILE_REFLECTION = (f"My answer <img src=x onerror=\"window.{XSS}='reflection'\"> "
+                      f"<script>window.{XSS}='script'</script> <iframe srcdoc=\"<script>parent.{XSS}='iframe'</script>\">")
+HOSTILE_OUTPUT = f"""from IPython.display import HTML, Javascript, display
+display(HTML("<img src=x onerror=\\"window.{XSS}='output'\\"><b>hostile output</b>"))
+display(Javascript("window.{XSS} = 'javascript'"))"""
+
+
+def hostile(release):  # type: ignore[no-untyped-def]
+    """The untouched release, its first written answer and a cell of its own trying to run script in the browser of
+    whoever grades it (issue 29, item 2): still a blank submission for the autograder."""
+    nb = copy.deepcopy(release)
+    written = [c for c in nb.cells if c.cell_type == "markdown" and nbgrader_meta(c).get("solution")]
+    if written:
+        written[0].source = HOSTILE_REFLECTION
+    nb.cells.append(nbformat.v4.new_code_cell(HOSTILE_OUTPUT))
+    return nb
 
 
 def instructor_page(browser, token: str) -> Page:  # type: ignore[no-untyped-def]
@@ -286,6 +398,35 @@ def test_browser_instructor_formgrader_lists_every_assignment(browser, instructo
         page.close()
 
 
+def test_browser_instructor_formgrader_lists_the_class_and_its_autograde_button_changes_nothing(
+        browser, instructor_course) -> None:
+    """Names from the roster and the submission times (not "None, None"); the Autograde button refuses in one line
+    and the submission stays graded (nbgrader would remove autograded/STUDENT/ASSIGNMENT before refusing)."""
+    course, base, token = instructor_course
+    graded = course.autograded / "solved" / PILOT
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in graded.iterdir())
+    page = instructor_page(browser, token)
+    try:
+        page.goto(f"{base}/formgrader/manage_submissions/{PILOT}")
+        page.get_by_text("Lee, Ann").wait_for(timeout=60_000)
+        rows = page.locator("tbody tr").all_inner_texts()
+        assert not [r for r in rows if "None" in r], rows
+        assert [r for r in rows if "Lee, Ann" in r and "2026-12-01 18:05:00" in r], rows
+        shot(page, "instructor-1-submissions")
+        page.locator("tbody tr", has_text="Ved, Sol").locator(".autograde a").click()
+        modal = page.locator("#error-modal")
+        modal.wait_for(timeout=120_000)
+        log = modal.locator(".panel-warning .panel-body").inner_text().strip()
+        shot(page, "instructor-1-autograde-button-refused")
+        assert log.splitlines() == [
+            "[ERROR] not graded, nothing changed: grade with `python -m lecturelib.course autograde`, which runs every "
+            f"kernel in a sandbox (in the course root: .venv/bin/python -m lecturelib.course autograde {PILOT} "
+            "--student solved); Formgrader's Autograde button and plain `nbgrader autograde` do not"]
+    finally:
+        page.close()
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in graded.iterdir()) == before
+
+
 def test_browser_instructor_grades_a_reflection_and_it_is_saved(browser, instructor_course) -> None:
     course, base, token = instructor_course
     from nbgrader.api import Gradebook
@@ -303,6 +444,8 @@ def test_browser_instructor_grades_a_reflection_and_it_is_saved(browser, instruc
         score = page.locator(f"input.score#{written[0]}")
         score.wait_for(timeout=60_000)
         assert page.get_by_text("Reference answer").count() >= 1  # the solved submission's written answer is shown
+        # and the master's reference and rubric, for graders, right after it
+        assert page.get_by_text("For graders only: the reference answer and rubric of").count() == len(written)
         page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_CHTML, mjx-container').length > 0",
                                timeout=60_000)  # formulas typeset, with no internet: MathJax came from the server
         saved = lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT"  # noqa: E731
@@ -335,6 +478,7 @@ def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_co
     done = subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "wrote 3 feedback pages in feedback/ (no hidden test shown)" in done.stdout
     pages = sorted(course.feedback.glob(f"*/{PILOT}/*.html"))
     assert pages
     secret = hidden_lines(course, PILOT)
@@ -344,8 +488,60 @@ def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_co
         for html in pages:
             page.goto(html.as_uri())
             page.wait_for_load_state()
+            page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_Display').length > 0",
+                                   timeout=60_000)  # formulas typeset from disk: feedback/mathjax/, no CDN
             shown = _plain(page.inner_text("body"))
             assert not [line for line in secret if line in shown]
+            assert "For graders only" not in shown
             shot(page, f"instructor-3-feedback-{html.parent.parent.name}")
     finally:
         page.close()
+
+
+def test_browser_instructor_pages_run_no_student_script(browser, instructor_course) -> None:
+    """A hostile written answer and hostile outputs (issue 29, item 2), opened where instructors and students read
+    them: Formgrader's manual grading page and the feedback page. The markup is there, shown as text; none runs."""
+    course, base, token = instructor_course
+    from nbgrader.api import Gradebook
+
+    (master,) = course.source_notebooks(PILOT)
+    with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+        submission_id = gb.find_submission_notebook(master.stem, PILOT, "blank").id
+    if not list(course.feedback.glob(f"blank/{PILOT}/*.html")):
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    (feedback_page,) = course.feedback.glob(f"blank/{PILOT}/*.html")
+    page = instructor_page(browser, token)
+    try:
+        for name, url in (("formgrader", f"{base}/formgrader/submissions/{submission_id}/"),
+                          ("feedback", feedback_page.as_uri())):
+            page.goto(url)
+            page.wait_for_load_state("load")
+            page.get_by_text("My answer").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(2000)  # time for an image's onerror, a script, an iframe to run
+            shot(page, f"instructor-4-hostile-{name}")
+            assert page.evaluate(f"() => window.{XSS} === undefined"), (name, page.evaluate(f"() => window.{XSS}"))
+            text = page.inner_text("body")
+            assert "onerror=" in text, name  # the markup reached the page, as text
+            assert ("hostile output" if name == "formgrader" else "output not shown in feedback") in text, name
+            scripts = page.evaluate(f"() => [...document.querySelectorAll('script, iframe, object, embed')]"
+                                    f".filter(e => e.outerHTML.includes('{XSS}')).length")
+            assert scripts == 0, name  # no element of the student's made it into the page as markup
+    finally:
+        page.close()
+
+
+def test_browser_instructor_exports_grades_for_canvas(instructor_course) -> None:
+    """After manual grading: `course grades` writes Canvas's layout into exports/, the late submission marked."""
+    course, _, _ = instructor_course
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "lecturelib.course", "grades"], cwd=course.root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (course.exports / "canvas-grades.csv").read_text().splitlines()
+    assert lines[0].startswith("Student,ID,SIS User ID,SIS Login ID,Section,") and lines[0].endswith(",Notes")
+    assert lines[1].startswith("    Points Possible,,,,,")
+    rows = {line.split('",')[0].strip('"'): line for line in lines[2:]}
+    assert sorted(rows) == ["Lank, Bo", "Lee, Ann", "Ved, Sol"]
+    assert f"{PILOT}: late by 1 h 5 min" in rows["Lee, Ann"] and "late" not in rows["Ved, Sol"]

@@ -81,14 +81,28 @@ def test_cli_flops_equals_library(
         "forward_flops_per_token": forward_flops_per_token(cfg, seq_len),
         "kaplan_forward_flops_per_token": kaplan_forward_flops_per_token(cfg, seq_len),
         "train_flops_per_token": train_flops_per_token(cfg, seq_len),
+        "train_flops_per_token_formula": result["train_flops_per_token_formula"],
         "breakdown": forward_breakdown(cfg, batch, seq_len),
     }
+    assert str(result["train_flops_per_token_formula"]).startswith("6N + 12·L·H·Q·T with N = ")
 
 
 def test_cli_flops_gpt2_small_published(capsys: pytest.CaptureFixture[str]) -> None:
     result = run_json(capsys, "flops", "--model", "gpt2-small", "--seq-len", "1024")
     assert result["forward_flops"] == 291_648_307_200  # FlopCounterMode on GPT-2 small, 1 × 1024 tokens
     assert result["forward_flops_per_token"] * 1024 == result["forward_flops"]  # batch 1 (the default)
+
+
+def test_cli_flops_names_the_training_formula() -> None:
+    """train_flops_per_token is 6N + 12·L·H·Q·T (PaLM App. B), not 3 × forward: the table says which N and sizes."""
+    proc = run_cli("flops", "--model", "gpt2-small", "--seq-len", "1024")
+    assert proc.returncode == 0, proc.stderr
+    rows = dict(line.split(None, 1) for line in proc.stdout.splitlines())
+    # N = 85,056,000 non-embedding parameters + 38,597,376 of the tied LM head; 6N + 12·12·12·64·1024
+    assert rows["train_flops_per_token"] == "855,166,464" == f"{6 * 123_653_376 + 12 * 12 * 12 * 64 * 1024:,}"
+    assert rows["train_flops_per_token_formula"] == (
+        "6N + 12·L·H·Q·T with N = 123,653,376 (non-embedding parameters and the LM head's weights), L = 12 layers, "
+        "H = 12 heads, Q = 64 per head, T = 1024 (PaLM, Chowdhery et al. 2022, App. B)")
 
 
 def test_cli_flops_kaplan_leaves_out_untied_head(capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,6 +125,9 @@ def test_cli_memory_equals_library(capsys: pytest.CaptureFixture[str], recipe: s
         "batch": 2,
         "seq_len": 4096,
         "recompute": recompute,
+        "zero_stage": 0,
+        "gpus": 1,
+        "scope": "per GPU",
         **expected.as_dict(),
     }
     assert result["total_bytes"] == sum(expected.parts().values())
@@ -375,6 +392,17 @@ def test_cli_memory_zero_same_keys_per_gpu(capsys: pytest.CaptureFixture[str], s
     assert per_gpu["total_bytes"] == sum(v for k, v in per_gpu.items() if k.endswith("_bytes") and k != "total_bytes")
 
 
+def test_cli_memory_says_zero_stage_and_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["memory", "--model", "llama2-7b", "--recipe", "bf16-mixed-adamw", "--batch", "1", "--seq-len", "4096"]
+    result = run_json(capsys, *argv, "--zero-stage", "3", "--gpus", "8")
+    assert (result["zero_stage"], result["gpus"], result["scope"]) == (3, 8, "per GPU")
+    whole = run_json(capsys, *argv)
+    assert (whole["zero_stage"], whole["gpus"], whole["scope"]) == (0, 1, "per GPU")
+    assert main([*argv, "--zero-stage", "3", "--gpus", "8"]) == 0
+    rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert (rows["zero_stage"], rows["gpus"], rows["scope"]) == ("3", "8", "per GPU")
+
+
 def test_cli_memory_zero_paper_figure_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # Figure 1's model states: Ψ = 7.5B, N_d = 64, fp16 mixed precision with Adam (K = 12). The 2,048-wide
     # custom config has 12·2048² + 13·2048 = 50,358,272 parameters per layer (norms included) and almost no
@@ -393,7 +421,8 @@ def test_cli_memory_zero_paper_figure_1(capsys: pytest.CaptureFixture[str], tmp_
 @pytest.mark.parametrize(
     ("extra", "message"),
     [(["--zero-stage", "4"], "invalid choice: 4"), (["--gpus", "0"], "expected a positive integer, got 0"),
-     (["--gpus", "two"], "expected a positive integer")],
+     (["--gpus", "two"], "expected a positive integer"),
+     (["--zero-stage", "3"], "--zero-stage 3 shards the model states over data-parallel GPUs: give their number with --gpus N")],
 )
 def test_cli_memory_zero_bad_input_exits_2(capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
     assert main([*MEMORY_ARGS, "--recipe", "fp32-adamw", "--batch", "1", *extra]) == 2

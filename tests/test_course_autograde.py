@@ -7,6 +7,7 @@ every course command run without the venv on PATH.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -20,12 +21,13 @@ import pytest
 from nbformat.notebooknode import NotebookNode
 from nbgrader.utils import compute_checksum
 
+from lecturelib.course import autograde as autograde_module
 from lecturelib.course import sandbox
 from lecturelib.course.__main__ import main
 from lecturelib.course.autograde import autograde, format_table
 from lecturelib.course.build import build
 from lecturelib.course.guard import RunCheck, gradebook_cells
-from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, read_notebook
+from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, read_notebook, write_notebook
 from test_course_build import toy, toy_course
 
 ASSIGNMENT = "01_toy"
@@ -214,6 +216,8 @@ def test_course_commands_work_without_the_venv_on_path(course: Course) -> None:
         assert db.execute("select version_num from alembic_version").fetchall() == [(alembic_head(),)]
     fed = run("feedback")
     assert fed.returncode == 0 and "wrote 1 feedback page in feedback/" in fed.stdout, fed.stderr
+    (page,) = course.feedback.glob(f"honest/{ASSIGNMENT}/*.html")  # formulas offline: the local MathJax, copied
+    assert "../../mathjax/MathJax.js" in page.read_text() and (course.feedback / "mathjax" / "MathJax.js").is_file()
     checked = run("check")
     assert checked.returncode == 0 and "the course is sound" in checked.stdout, checked.stdout + checked.stderr
     built = run("build")
@@ -240,6 +244,77 @@ def test_plain_nbgrader_autograde_refuses_to_grade(course: Course) -> None:
     done = course.nbgrader("autograde", ASSIGNMENT)
     assert done.returncode != 0
     assert "grade with `python -m lecturelib.course autograde`" in done.stdout + done.stderr
+
+
+@needs_sandbox
+def test_first_autograde_of_a_class_on_a_new_gradebook_with_two_workers(built: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new gradebook, three students with two assignments each, two workers: every submission graded. nbgrader
+    creates a missing student in the worker that grades it, and each student's two submissions, graded at once,
+    could collide (`UNIQUE constraint failed: student.id`): autograde creates every student before the workers
+    start, which the spy checks deterministically (the collision itself is a matter of milliseconds)."""
+    course = Course(tmp_path / "course")
+    shutil.copytree(built, course.root)
+    second = "02_toy"
+    for folder in (course.source, course.release):  # a second assignment: the same notebook
+        shutil.copytree(folder / ASSIGNMENT, folder / second)
+        (folder / second / f"{ASSIGNMENT}.ipynb").rename(folder / second / f"{second}.ipynb")
+    course.gradebook.unlink()
+    students = ["ann", "bob", "cy"]
+    for student in students:
+        for assignment in (ASSIGNMENT, second):
+            release = read_notebook(course.release / assignment / f"{assignment}.ipynb")
+            write_notebook(submission(release, RIGHT), course.submitted / student / assignment / f"{assignment}.ipynb")
+    known_at_start = []
+    grade_one = autograde_module._grade_one
+
+    def spy(course: Course, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        with sqlite3.connect(course.gradebook, timeout=60) as db:
+            known_at_start.append(sorted(r[0] for r in db.execute("select id from student")))
+        return grade_one(course, *args, **kwargs)
+
+    monkeypatch.setattr(autograde_module, "_grade_one", spy)
+    report = autograde(course, [ASSIGNMENT, second], workers=2, cell_timeout_s=60)
+    assert known_at_start == [students] * 6
+    assert {(o.student, o.assignment): (o.score, o.problems) for o in report.outcomes} == {
+        (s, a): (2.0, []) for s in students for a in (ASSIGNMENT, second)}
+
+
+def test_formgrader_autograde_button_refuses_before_touching_anything(course: Course) -> None:
+    """Formgrader's Autograde button (NbGraderAPI.autograde, in the Jupyter server) refuses with one line and
+    leaves the earlier grading as it was: nbgrader would first remove autograded/STUDENT/ASSIGNMENT."""
+    submit(course, {"honest": RIGHT})
+    graded = course.autograded / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    graded.parent.mkdir(parents=True)
+    graded.write_text("graded before")
+    code = ("import json, sys; from nbgrader.apps import NbGraderAPI; from nbgrader.apps.baseapp import NbGrader\n"
+            "app = NbGrader(); app.load_config_file()\n"
+            f"print(json.dumps(NbGraderAPI(config=app.config).autograde({ASSIGNMENT!r}, 'honest')))")
+    env = {k: v for k, v in os.environ.items() if k != "LECTURELIB_SANDBOX"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run([sys.executable, "-c", code], cwd=course.root, env=env, capture_output=True, text=True,
+                          timeout=120)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["success"] is False
+    assert result["log"].strip() == (
+        "[ERROR] not graded, nothing changed: grade with `python -m lecturelib.course autograde`, which runs every "
+        "kernel in a sandbox (in the course root: .venv/bin/python -m lecturelib.course autograde 01_toy --student "
+        "honest); Formgrader's Autograde button and plain `nbgrader autograde` do not")
+    assert graded.read_text() == "graded before"
+    assert sorted(p.name for p in course.root.iterdir()) == sorted(
+        ["autograded", "gradebook.db", "jupyter", "nbgrader_config.py", "notebooks", "solutions", "source", "submitted"])
+
+
+def test_feedback_names_every_submission_it_could_not_write(course: Course, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    submit(course, {"honest": RIGHT, "ungraded": RIGHT})
+    monkeypatch.chdir(course.root)
+    assert main(["feedback"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(" not written: ")[0] for line in out if " not written: " in line] == [
+        f"feedback/{s}/{ASSIGNMENT}/{ASSIGNMENT}.html" for s in ("honest", "ungraded")]
+    assert out[0].endswith(f"is not autograded (no autograded/honest/{ASSIGNMENT}/{ASSIGNMENT}.ipynb); grade it with "
+                           f"`python -m lecturelib.course autograde {ASSIGNMENT} --student honest`, then run feedback again")
 
 
 def test_format_table_says_what_waits_for_manual_grading() -> None:

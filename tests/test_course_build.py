@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -42,6 +43,7 @@ def toy(test_source: str = "expect_count(double(21), 42)  # 2*21") -> NotebookNo
 
 def toy_course(tmp_path: Path, nb: NotebookNode) -> Course:
     shutil.copy2(ROOT / "nbgrader_config.py", tmp_path)
+    shutil.copytree(ROOT / "jupyter" / "share", tmp_path / "jupyter" / "share")  # feedback's local MathJax
     write_notebook(nb, tmp_path / "source" / "01_toy" / "01_toy.ipynb")
     return Course(tmp_path)
 
@@ -81,6 +83,41 @@ def test_check_passes_a_sound_course_and_reports_drift(tmp_path: Path) -> None:
     problems = check(course, run=False)
     assert any(p.startswith("notebooks/01_toy/01_toy.ipynb: differs") for p in problems)
     assert any(p.startswith("solutions/stale.ipynb: stale") for p in problems)
+
+
+def test_build_keeps_collapsed_code_and_work_in_the_release_it_replaces(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A student who saved answers in notebooks/, then followed `check`'s advice to build: nothing is lost silently.
+    In a git repository what git has is not kept again; without git every file the build changes is kept. (And a
+    cell collapsed in the master, `source_hidden`, stays collapsed in the release and the solution.)"""
+    master = toy()
+    master.cells[1].metadata["jupyter"] = {"source_hidden": True}  # plumbing collapsed, as a widget's code may be
+    (tmp_path / "course").mkdir()  # a course in a folder of a larger repository
+    course = toy_course(tmp_path / "course", master)
+    assert build(course) == []
+    released = course.release / "01_toy" / "01_toy.ipynb"
+    assert read_notebook(released).metadata.language_info["nbconvert_exporter"] == "python"  # complete: opens unmodified
+    for built in (released, course.solutions / "01_toy.ipynb"):
+        assert read_notebook(built).cells[1].metadata["jupyter"] == {"source_hidden": True}
+    git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,  # noqa: E731
+                                       check=True, capture_output=True)
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "course")
+    answered = released.read_text().replace("raise NotImplementedError()", "return 2 * x")
+    released.write_text(answered)
+    (course.release / "01_toy" / "notes.txt").write_text("mine")
+    monkeypatch.chdir(course.root)
+    assert main(["build"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    (kept,) = (course.root / "logs" / "build").glob("kept-*")
+    assert out[:2] == [f"notebooks/01_toy/{name} had work that git does not have; the build replaced it: kept in "
+                       f"{kept.relative_to(course.root)}/notebooks/01_toy/{name}" for name in ("01_toy.ipynb", "notes.txt")]
+    assert (kept / "notebooks" / "01_toy" / "01_toy.ipynb").read_text() == answered
+    assert "return 2 * x" not in released.read_text()
+    shutil.rmtree(tmp_path / ".git")
+    assert main(["build"]) == 0  # no git: the release as built is no work of anyone's
+    assert capsys.readouterr().out.splitlines() == ["built notebooks/ (the release) and solutions/ from source/"]
 
 
 WRONG_TESTS = [  # (a hidden test that grades wrongly, what check says about it)

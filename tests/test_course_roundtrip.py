@@ -35,6 +35,7 @@ from lecturelib.course.build import build
 from lecturelib.course.feedback import _plain, feedback, hidden_lines
 from lecturelib.course.guard import gradebook_cells
 from lecturelib.course.layout import Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook
+from lecturelib.course.reference import MARK, reference_chunks
 from wrong_answers import Wrong
 from wrong_answers import load as load_wrong
 
@@ -519,7 +520,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple
         pytest.skip(f"no sandbox on this machine ({NO_SANDBOX}): install bubblewrap")
     root = tmp_path_factory.mktemp("course")
     shutil.copy2(ROOT / "nbgrader_config.py", root)
-    shutil.copytree(ROOT / "source", root / "source")
+    for assignment in ASSIGNMENTS:  # only those graded (LECTURELIB_ROUNDTRIP): no build of the others
+        shutil.copytree(ROOT / "source" / assignment, root / "source" / assignment)
     course = Course(root)
     assert build(course) == []
     plans = {a: make_class(course, a) for a in ASSIGNMENTS}
@@ -653,14 +655,22 @@ def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded) ->
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_roundtrip_feedback_never_shows_hidden_tests(graded, assignment: str) -> None:
-    course, _ = graded[assignment]
-    assert feedback(course, [assignment]) == []
+    course, plan = graded[assignment]
+    problems = feedback(course, [assignment])  # no leak of hidden tests or graders' references; a page for each
+    ungraded = sorted(s for s, o in plan.outcomes.items() if not o.graded)  # but what could not be graded
+    assert [p.split(" not written: ")[0] for p in problems] == [f"feedback/{s}/{assignment}/{assignment}.html"
+                                                                for s in ungraded], problems
     pages = list(course.feedback.glob(f"*/{assignment}/*.html"))
     assert pages and hidden_lines(course, assignment)
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert "BEGIN HIDDEN TESTS" not in text
         assert not [line for line in hidden_lines(course, assignment) if line in _plain(text)]
+    # graders see each written answer's reference and rubric in the autograded notebook; a student's page never does
+    graded_nb = course.autograded / "untouched" / assignment / f"{assignment}.ipynb"
+    assert any(c.metadata.get(MARK) for c in read_notebook(graded_nb).cells)
+    shown = _plain((course.feedback / "untouched" / assignment / f"{assignment}.html").read_text(encoding="utf-8"))
+    assert not [c for c in reference_chunks(course.source_notebooks(assignment)) if c in shown]
 
 
 @needs_pilot

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
+import numpy as np
 import pytest
 import torch
+from torch.utils.data import Dataset
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -125,6 +128,47 @@ def test_time_loader_step_bounds_the_steady_rate() -> None:
     assert timing.n_batches == 8
 
 
+@pytest.mark.parametrize("workers", [0, 1, 2, 3])
+def test_time_loader_steady_and_running_rates_never_beat_the_bound(workers: int) -> None:
+    # whole rounds of workers, clocked from a ready batch: a hard bound whatever the noise (sleeps never return early)
+    compute_s, load_s = 0.002, BATCH * COST_S
+    timing = time_loader(_dataset(4 * 8), LoaderConfig(batch_size=BATCH, num_workers=workers), compute_s=compute_s)
+    bound = 1 / (load_s + compute_s) if workers == 0 else min(workers / load_s, 1 / compute_s)
+    assert timing.steady_batches_per_s <= bound * (1 + 1e-9)
+    assert timing.running_batches_per_s <= bound * (1 + 1e-9)
+    assert timing.batches_per_s <= timing.running_batches_per_s  # start-up only adds time
+    (epoch,) = timing.epochs
+    assert epoch.running_s <= epoch.seconds
+
+
+def test_time_loader_steady_rate_needs_whole_rounds() -> None:
+    timing = time_loader(_dataset(4 * 4), LoaderConfig(batch_size=BATCH, num_workers=2))  # 4 batches < 2 * 2 + 1
+    with pytest.raises(ValueError, match="at least 5 batches"):
+        timing.steady_batches_per_s
+
+
+class _Affinity(Dataset[tuple[int, ...]]):
+    """Each item: the CPUs the process that loads it may run on."""
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> tuple[int, ...]:
+        return tuple(sorted(os.sched_getaffinity(0)))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux only")
+def test_loader_config_worker_cpus_confines_the_workers_only() -> None:
+    first = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    config = LoaderConfig(batch_size=None, num_workers=1, worker_cpus=(first,))  # type: ignore[arg-type]
+    assert [tuple(cpus) for cpus in config.loader(_Affinity())] == [(first,), (first,)]  # type: ignore[arg-type]
+    assert os.sched_getaffinity(0) == before  # the main process keeps its CPUs
+    assert "on CPUs" in config.label()
+    with pytest.raises(ValueError):
+        LoaderConfig(num_workers=1, worker_cpus=()).loader(_dataset(4))
+
+
 def test_time_loader_returns_batches_in_order_across_workers() -> None:
     spans = data.pipeline_spans(time_loader(_dataset(12), LoaderConfig(batch_size=BATCH, num_workers=2)))
     assert list(spans) == ["worker 0 loads", "worker 1 loads", "main waits", "main computes"]
@@ -171,6 +215,44 @@ def test_loader_config_labels() -> None:
 # --- copy-on-access -----------------------------------------------------------------------------
 
 
+def test_worker_read_memory_shares_a_memory_mapped_file(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "tokens.bin")
+    np.arange(2**21, dtype=np.uint16).tofile(path)  # 4 MiB
+    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    int(tokens.sum(dtype=np.int64))  # this process maps every page first
+    grown = data.worker_read_memory(tokens)
+    if isinstance(grown, Unavailable):
+        pytest.skip(grown.reason)
+    assert grown.rss >= 2**22 // 2  # the worker mapped the file's pages ...
+    assert grown.uss < 2**22 // 4 and grown.anonymous < 2**22 // 4  # ... without copying them
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, mincore and posix_fadvise: Linux")
+def test_page_cache_helpers_on_a_file(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "tokens.bin")
+    np.zeros(2**20, dtype=np.uint16).tofile(path)  # 2 MiB
+    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    assert data.mapped_rss_bytes(path) == 0  # mapping reads nothing
+    major0, minor0 = data.page_faults()
+    int(tokens[:: 4096 // 2].sum())  # one token per page
+    major1, minor1 = data.page_faults()
+    assert major1 >= major0 and minor1 + major1 > minor0 + major0  # touching new pages faults
+    assert data.mapped_rss_bytes(path) == 2**21  # every page mapped now
+    assert data.page_cache_fraction(path) == 1.0  # and in the page cache
+    del tokens
+    assert data.drop_from_page_cache(path) is None  # advice: whether it was taken depends on the filesystem
+    fraction = data.page_cache_fraction(path)
+    assert isinstance(fraction, float) and 0.0 <= fraction <= 1.0
+    if data.filesystem_type(path) in ("tmpfs", "ramfs"):
+        assert fraction == 1.0  # a file in memory has nowhere else to be
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mountinfo"), reason="needs /proc")
+def test_filesystem_type_from_mountinfo() -> None:
+    assert data.filesystem_type("/proc") == "proc"
+    assert data.filesystem_type("/proc/self") == "proc"  # the longest mount point that contains the path
+
+
 def test_copy_on_access_python_objects_copied_tensor_not() -> None:
     n = 400_000
     objects = [float(i) for i in range(n)]  # n float objects of 24 bytes: 9.6 MB of reference counts to write
@@ -213,12 +295,36 @@ def test_host_memcpy_bytes_per_s_is_positive_and_keeps_the_thread_count() -> Non
         data.host_memcpy_bytes_per_s(2**16, repeats=0)
 
 
+def _sysfs_device(root: str, name: str, files: dict[str, str]) -> str:
+    os.makedirs(os.path.join(root, name), exist_ok=True)
+    for file, text in files.items():
+        with open(os.path.join(root, name, file), "w") as f:
+            f.write(text + "\n")
+    return os.path.join(root, name)
+
+
+def test_pcie_link_reads_the_lower_of_device_and_port(tmp_path: object) -> None:
+    root = str(tmp_path)
+    port = _sysfs_device(root, "devices/pci0000:00/0000:00:01.0", {"max_link_speed": "16.0 GT/s PCIe",
+                                                                   "max_link_width": "16"})
+    device = _sysfs_device(port, "0000:01:00.0", {"max_link_speed": "32.0 GT/s PCIe", "max_link_width": "16",
+                                                  "current_link_speed": "2.5 GT/s PCIe", "current_link_width": "16"})
+    os.makedirs(os.path.join(root, "bus"))
+    os.symlink(device, os.path.join(root, "bus", "0000:01:00.0"))  # /sys/bus/pci/devices/ADDR is a link
+    link = data.pcie_link("0000:01:00.0", sysfs=os.path.join(root, "bus"))
+    assert not isinstance(link, Unavailable)
+    assert (link.max_generation, link.max_lanes) == (4, 16)  # a Gen5 GPU in a Gen4 slot trains to Gen4
+    assert (link.current_generation, link.current_lanes) == (1, 16)  # idle: slowed down
+    assert link.max_bytes_per_s == data.pcie_bytes_per_s(4, 16)
+    assert isinstance(data.pcie_link("0000:02:00.0", sysfs=os.path.join(root, "bus")), Unavailable)
+
+
 @pytest.mark.skipif(CUDA, reason="the CPU answer: this machine has CUDA")
 @pytest.mark.parametrize(
     "measure",
     [lambda: data.h2d_bandwidth([1024]), lambda: data.pin_cost(1024), lambda: data.overlap_demo(1024, 64),
-     lambda: data.d2h_hazard(1024)],
-    ids=["h2d_bandwidth", "pin_cost", "overlap_demo", "d2h_hazard"],
+     lambda: data.d2h_hazard(1024), lambda: data.cuda_pcie_link()],
+    ids=["h2d_bandwidth", "pin_cost", "overlap_demo", "d2h_hazard", "cuda_pcie_link"],
 )
 def test_transfers_without_cuda_are_not_available_with_a_reason(measure: object) -> None:
     result = measure()  # type: ignore[operator]
@@ -248,8 +354,9 @@ def test_pin_cost_overlap_and_hazard_on_cuda() -> None:
     assert not isinstance(cost, Unavailable) and cost.pin_s > 0 and cost.first_pin_s > 0
     overlap = data.overlap_demo(2**26, 2048)
     assert not isinstance(overlap, Unavailable)
-    assert set(overlap.serial) == set(overlap.overlapped) == {"copy", "compute"}
-    assert overlap.serial["compute"][0][0] >= overlap.serial["copy"][0][1]  # serial: compute after the copy
+    assert set(overlap.runs) == set(overlap.total_ms) == set(data.OVERLAP_RUNS)
+    for name in ("pageable, one stream", "pinned, one stream"):  # one stream: compute after the copy
+        assert overlap.runs[name]["compute"][0][0] >= overlap.runs[name]["copy"][0][1]
     hazard = data.d2h_hazard(2**24, trials=5)
     assert not isinstance(hazard, Unavailable)
     assert hazard.wrong_after_sync == 0  # synchronizing makes every read right

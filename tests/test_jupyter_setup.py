@@ -46,6 +46,16 @@ def test_student_lab_hides_instructor_plugins_and_keeps_validate() -> None:
     assert disabled == set(NBGRADER_PLUGINS[:5])  # listed under "Disabled extensions"; validate is not among them
 
 
+def test_instructor_lab_has_no_news_popup() -> None:
+    """`make instructor` adds jupyter/instructor to the Jupyter configuration: JupyterLab's news pop-up is off."""
+    assert "JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/instructor" in (ROOT / "Makefile").read_text()
+    listing = _run([str(BIN / "jupyter"), "labextension", "list"],
+                   {"JUPYTER_CONFIG_PATH": str(ROOT / "jupyter" / "instructor"), "JUPYTER_PATH": str(ROOT / "jupyter" / "share")})
+    disabled = listing.split("Disabled extensions:", 1)[1].split()
+    assert "@jupyterlab/apputils-extension:announcements" in disabled
+    assert not [name for name in disabled if name.startswith("@jupyter/nbgrader")]  # every instructor tool stays
+
+
 def test_student_server_runs_validate_only() -> None:
     state = _server_extensions(_run([str(BIN / "jupyter"), "server", "extension", "list"], STUDENT))
     nbgrader = {k.rsplit(".", 1)[1]: v for k, v in state.items() if k.startswith("nbgrader.server_extensions.")}
@@ -59,17 +69,21 @@ def test_instructor_server_runs_formgrader_and_local_mathjax() -> None:
     assert state["nbgrader.server_extensions.formgrader"] and state["jupyter_server_mathjax"]
 
 
-def test_validate_in_the_student_lab_uses_the_course_config() -> None:
-    """Validate loads its config as nbgrader's ValidateAssignmentHandler does, from the server's folder."""
+def test_validate_in_the_student_lab_uses_the_autograders_cell_timeout() -> None:
+    """Validate loads its config as nbgrader's ValidateAssignmentHandler does, from the server's folder: the student's
+    own nbgrader_config.py (self-contained: the student bundle has no course configuration) sets the autograder's
+    cell time limit, the course's nbgrader_config.py's."""
     code = (
         "import os; from jupyter_core.paths import jupyter_config_path; from nbgrader.apps import NbGrader\n"
         "paths = jupyter_config_path(); paths.insert(0, os.getcwd())\n"
         "app = NbGrader(); app.config_file_paths.append(paths); app.load_config_file()\n"
         "print(app.config.Execute.timeout)"
     )
-    for cwd in (ROOT, ROOT / "notebooks"):  # `make lab`, and a server started inside notebooks/
+    course = re.search(r"^c\.Execute\.timeout = (\d+)$", (ROOT / "nbgrader_config.py").read_text(), re.M)
+    assert course is not None
+    for cwd in (ROOT, ROOT / "notebooks"):  # `make lab`; a folder with no course config, as the bundle's root
         out = _run([sys.executable, "-c", code], STUDENT, cwd=cwd)
-        assert out.strip().splitlines()[-1] == "300", (cwd, out)  # nbgrader_config.py: c.Execute.timeout = 300
+        assert out.strip().splitlines()[-1] == course.group(1), (cwd, out)
 
 
 def test_instructor_pages_load_mathjax_from_the_server() -> None:

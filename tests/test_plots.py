@@ -562,6 +562,70 @@ def test_before_after_figure_draws_times_relative_to_before():
         plots.before_after_figure({"bad": ([1.0], [])})
 
 
+def test_tile_traffic_figure_draws_counts_curve_and_floor():
+    # (4, 6) @ (6, 8) in tiles of 1, 2, 4: 2*4*6*8/t + 32 when t divides every side
+    fig = plots.tile_traffic_figure([1, 2, 4], [416, 224, 128], m=4, k=6, n=8)
+    (ax,) = fig.axes
+    curve, floor, counted = ax.lines
+    assert list(counted.get_xdata()) == [1, 2, 4] and list(counted.get_ydata()) == [416, 224, 128]
+    assert curve.get_ydata()[0] == pytest.approx(416) and curve.get_ydata()[-1] == pytest.approx(128)
+    assert list(floor.get_ydata()) == [4 * 6 + 6 * 8 + 4 * 8] * 2  # 104: each element once
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+
+
+@pytest.mark.parametrize(("tiles", "moved", "sizes"), [([], [], (2, 2, 2)), ([1, 2], [10], (2, 2, 2)),
+                                                       ([1], [0], (2, 2, 2)), ([1], [10], (0, 2, 2))])
+def test_tile_traffic_figure_rejects_bad_input(tiles, moved, sizes):
+    m, k, n = sizes
+    with pytest.raises(ValueError):
+        plots.tile_traffic_figure(tiles, moved, m=m, k=k, n=n)
+
+
+def test_loader_progress_figure_draws_measured_and_simulated_steps():
+    measured = {"0 workers": [0.03, 0.055, 0.08], "2 workers": [0.02, 0.03, 0.04]}
+    simulated = {"0 workers": [0.022, 0.044, 0.066], "2 workers": [0.022, 0.028, 0.038]}
+    fig = plots.loader_progress_figure(measured, simulated)
+    (ax,) = fig.axes
+    assert len(ax.lines) == 4  # measured and simulated for each configuration
+    zero_measured, zero_simulated = ax.lines[:2]
+    assert list(zero_measured.get_xdata()) == [0.0, 0.03, 0.055, 0.08]  # each step's end, from time 0
+    assert list(zero_measured.get_ydata()) == [0, 1, 2, 3]
+    assert zero_measured.get_color() == zero_simulated.get_color()  # one color per configuration
+    assert (zero_measured.get_linestyle(), zero_simulated.get_linestyle()) == ("-", "--")
+
+
+@pytest.mark.parametrize(
+    ("measured", "simulated"),
+    [({}, {}), ({"a": [1.0]}, {"b": [1.0]}), ({"a": [2.0, 1.0]}, {"a": [1.0, 2.0]}), ({"a": [1.0]}, {"a": [-1.0]}),
+     ({"a": []}, {"a": []})],
+)
+def test_loader_progress_figure_rejects_bad_input(measured, simulated):
+    with pytest.raises(ValueError):
+        plots.loader_progress_figure(measured, simulated)
+
+
+def test_outlier_error_figure_draws_a_line_per_scheme_and_the_threshold():
+    magnitudes = [1, 8, 64]
+    fig = plots.outlier_error_figure(magnitudes, {"per tensor": [38.0, 31.0, 13.0], "LLM.int8()": [41.0, 41.0, 41.0]},
+                                     threshold=6.0)
+    (ax,) = fig.axes
+    per_tensor, decomposed, threshold = ax.lines
+    assert list(per_tensor.get_xdata()) == magnitudes
+    assert list(decomposed.get_ydata()) == [41.0, 41.0, 41.0]
+    assert list(threshold.get_xdata()) == [6.0, 6.0]
+    assert ax.get_xscale() == "log"
+
+
+@pytest.mark.parametrize(
+    ("magnitudes", "db"),
+    [([], {"a": []}), ([1, 2], {}), ([0, 2], {"a": [1.0, 2.0]}), ([1, 2], {"a": [1.0]}),
+     ([1, 2], {"a": [1.0, float("inf")]})],
+)
+def test_outlier_error_figure_rejects_bad_input(magnitudes, db):
+    with pytest.raises(ValueError):
+        plots.outlier_error_figure(magnitudes, db)
+
+
 # --- notebook 10 -------------------------------------------------------------------------------------------
 
 

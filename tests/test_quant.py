@@ -421,3 +421,29 @@ def test_import_torchao_is_quiet():
     )
     assert done.returncode == 0
     assert done.stderr == "" and done.stdout == ""
+
+
+# --- the CPU's low-precision instructions ---------------------------------------------------------------------
+
+X86_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma f16c avx512f avx512_bf16 avx512_vnni amx_bf16 amx_tile\n"
+ARM_CPUINFO = "processor\t: 0\nFeatures\t: fp asimd fphp asimdhp asimddp bf16 i8mm\n"
+
+
+def test_low_precision_isa_reads_x86_flags():
+    isa = quant.low_precision_isa(X86_CPUINFO)
+    assert isa == {"fp16": (), "bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni",)}  # f16c only converts
+
+
+def test_low_precision_isa_reads_arm_features():
+    isa = quant.low_precision_isa(ARM_CPUINFO)
+    assert isa == {"fp16": ("fphp", "asimdhp"), "bf16": ("bf16",), "int8": ("asimddp", "i8mm")}
+
+
+def test_low_precision_isa_unknown_without_flags():
+    assert quant.low_precision_isa("processor\t: 0\nmodel name\t: something\n") is None
+    assert quant.cpu_flags("") is None
+
+
+def test_cpu_flags_of_this_machine_are_a_set_or_none():
+    flags = quant.cpu_flags()
+    assert flags is None or isinstance(flags, frozenset)

@@ -1,1 +1,2 @@
-"""The nbgrader course: build the release and solutions, check them, autograde, audit, feedback."""
+"""The nbgrader course: build the release and solutions, check them, bundle the students' course, autograde, audit,
+show graders the references, feedback, grades for the LMS."""

@@ -1,4 +1,4 @@
-"""`python -m lecturelib.course build|check|autograde|audit|feedback`: the instructor's commands."""
+"""`python -m lecturelib.course build|check|collect|autograde|audit|feedback|grades|bundle`: the instructor's commands."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import argparse
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
+from lecturelib.course import grades
 from lecturelib.course.audit import audit, format_findings
 from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
 from lecturelib.course.build import build, check
+from lecturelib.course.bundle import BundleError, bundle
+from lecturelib.course.collect import LMS_NAMES, collect_downloads
 from lecturelib.course.feedback import feedback
 from lecturelib.course.layout import Course, find_root, repair_gradebook, scripts_on_path
 from lecturelib.course.run import RunLocked
@@ -34,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="regenerate notebooks/ (the release) and solutions/ from source/")
     p = sub.add_parser("check", help="fail on drift, stored outputs, bad grade_ids and tests that grade wrongly")
     p.add_argument("--no-execute", action="store_true", help="skip running the solution and the release")
+    p = sub.add_parser("collect", help="collect the LMS's downloads in downloaded/ASSIGNMENT/archive/ into submitted/ "
+                                       "(in place of nbgrader zip_collect)")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("--lms", choices=sorted(LMS_NAMES), default="course",
+                   help="how the files are named: course (STUDENT--FILE, default) or canvas (Canvas's bulk download)")
+    p.add_argument("--force", action="store_true", help="replace a student's submission already in submitted/")
     p = sub.add_parser("autograde", help="autograde every collected submission in parallel")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p.add_argument("--workers", type=int, default=1, help="submissions graded at once (default 1)")
@@ -48,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p = sub.add_parser("feedback", help="generate feedback that never shows hidden tests")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
+    p = sub.add_parser("bundle", help="write the students' course (no source/, solutions or hidden tests) into OUT")
+    p.add_argument("out", metavar="OUT", help="a new or empty folder, or an earlier bundle (replaced; its .git kept)")
+    p = sub.add_parser("grades", help="export grades for Canvas's gradebook import (exports/canvas-grades.csv)")
+    p.add_argument("--assignment", action="append", dest="only", metavar="ASSIGNMENT", help="only this one (repeatable)")
+    p.add_argument("--student", action="append", dest="students", metavar="ID", help="only this student (repeatable)")
+    p.add_argument("--cells", action="store_true", help="a column per graded cell instead of per assignment")
+    p.add_argument("--out", metavar="FILE.csv", help="where to write (default exports/canvas-grades[-cells].csv)")
     args = parser.parse_args(argv)
 
     scripts_on_path()  # nbgrader runs `alembic` by name: no command needs an activated venv
@@ -61,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     for note in repair_gradebook(course):
         print(note)
     if args.command == "build":
-        problems = build(course)
+        kept: list[str] = []
+        problems = build(course, notes=kept)
+        for note in kept:
+            print(printable(note))
         success = "built notebooks/ (the release) and solutions/ from source/"
     elif args.command == "check":
         problems = check(course, run=not args.no_execute)
@@ -79,6 +99,27 @@ def main(argv: list[str] | None = None) -> int:
         for note in report.notes:
             print(printable(note))
         return 1 if any(o.problems for o in report.outcomes) else 0
+    elif args.command == "collect":
+        collected, problems = collect_downloads(course, _assignments(course, [args.assignment])[0], lms=args.lms,
+                                                force=args.force)
+        for line in collected:
+            print(f"collected {printable(line)}")
+        problems = [printable(p) for p in problems]
+        success = f"collected {len(collected)} submission{'s' if len(collected) != 1 else ''} into submitted/"
+    elif args.command == "grades":
+        return _grades(course, args)
+    elif args.command == "bundle":
+        try:
+            shown = bundle(course, Path(args.out))
+        except BundleError as e:
+            print(f"no bundle written: {e}", file=sys.stderr)
+            return 1 if "must not see" in str(e) else 2
+        print(f"wrote the students' course to {args.out}: notebooks/ (the release), lecturelib (without course), "
+              "jupyter/student, Makefile, README.md, requirements.txt; no hidden test, no solution")
+        for module, assignments in shown.items():
+            print(f"  {module} holds the reference of exercises of {', '.join(assignments)} (students may read it; "
+                  "`course audit` flags answers that use it)")
+        return 0
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))
         return 0
@@ -86,14 +127,39 @@ def main(argv: list[str] | None = None) -> int:
         names = _assignments(course, args.assignments)
         problems = feedback(course, names)
         pages = sorted(p for a in names for p in course.feedback.glob(f"*/{a}/*.html"))
-        success = (f"wrote {len(pages)} feedback {'page' if len(pages) == 1 else 'pages'} in feedback/ "
-                   "(no hidden test shown)" if pages
-                   else "no autograded submissions: no feedback to write")
+        for problem in problems:
+            print(printable(problem))
+        if pages:
+            print(f"wrote {len(pages)} feedback {'page' if len(pages) == 1 else 'pages'} in feedback/ (no hidden test "
+                  "shown)" + (f"; {len(problems)} {'problem' if len(problems) == 1 else 'problems'} above" if problems else ""))
+        elif not problems:
+            print("no autograded submissions: no feedback to write")
+        return 1 if problems else 0
     for problem in problems:
-        print(problem)
+        print(printable(problem))
     if not problems:
         print(success)
     return 1 if problems else 0
+
+
+def _grades(course: Course, args: argparse.Namespace) -> int:
+    if not course.gradebook.is_file():
+        print("no gradebook.db: autograde first", file=sys.stderr)
+        return 2
+    try:
+        table = grades.export(course, assignments=args.only, students=args.students, cells=args.cells)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    default = course.exports / ("canvas-grades-cells.csv" if args.cells else "canvas-grades.csv")
+    out = Path(args.out) if args.out else default
+    grades.write(course, out, table)
+    shown = out.resolve().relative_to(course.root) if out.resolve().is_relative_to(course.root) else out
+    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
+    print(f"wrote {shown}: {plural(len(table.rows), 'student')}, {plural(len(table.columns), 'column')} (Canvas "
+          f"gradebook import); Notes: {plural(table.late, 'late submission')}, "
+          f"{plural(table.ungraded, 'written answer')} not graded by hand yet")
+    return 0
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:

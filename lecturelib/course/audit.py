@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from lecturelib.course.layout import Course, SOLUTION_MARKS, nbgrader_meta, read_notebook
+from lecturelib.course.sanitize import IMAGE_TYPES, risky_markup
 
 # Calls that end the kernel, reach outside the submission's folder, or run code the audit cannot read.
 EXITS = {"os._exit", "sys.exit", "exit", "quit", "os.kill", "os.abort", "os.killpg", "signal.raise_signal"}
@@ -19,6 +21,12 @@ DYNAMIC = {"eval", "exec", "compile", "__import__", "importlib.import_module", "
 PATCHABLE = {"builtins", "__builtins__", "lecturelib", "torch", "numpy", "math", "operator", "sys", "IPython"}
 MODULES = {"sqlite3", "ctypes", "subprocess", "socket", "multiprocessing", "signal"}  # no exercise needs them
 WORDS = ("/proc", "gradebook", "nbgrader_config", ".ipynb", "autograded", "submitted/")  # places of grading
+# Script for a browser: what Formgrader or a feedback page would run if it were shown as is (it is not: see sanitize)
+SCRIPT = re.compile(r"<\s*(script|iframe|object|embed|svg|math)\b|\bon[a-z]+\s*=|javascript\s*:|widget-(state|view)\+json",
+                    re.IGNORECASE)
+BROWSER = {"Javascript", "IPython.display.Javascript", "display_javascript", "IPython.display.display_javascript",
+           "publish_display_data", "IPython.display.publish_display_data", "IPython.core.display.Javascript"}
+PASSIVE_OUTPUT = {"text/plain", "text/html", "text/markdown", "text/latex", "image/svg+xml", "application/json", *IMAGE_TYPES}
 DUNDERS = {"__eq__", "__ne__", "__index__", "__float__", "__int__", "__bool__", "__hash__", "__instancecheck__"}
 
 
@@ -110,6 +118,8 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
                 found.append((line, "writes a file"))
             elif name in ("os.readlink", "os.getppid"):
                 found.append((line, f"looks at other processes ({name})"))
+            elif name in BROWSER or name.split(".")[-1] in ("Javascript", "display_javascript"):
+                found.append((line, f"sends script to the browser ({name})"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DUNDERS:
             found.append((line, f"defines {node.name}"))
         elif isinstance(node, ast.Attribute):
@@ -122,6 +132,9 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
             words = [w for w in WORDS if w in node.value]
             if words:
                 found.append((line, f"names a place of grading ({words[0]})"))
+            script = SCRIPT.search(node.value)
+            if script:
+                found.append((line, f"holds markup that runs script in a browser ({script.group(0)[:30]})"))
     return sorted(set(found))
 
 
@@ -156,6 +169,8 @@ def audit(course: Course, assignments: list[str]) -> list[Finding]:
                     continue
                 for i, cell in enumerate(nb.cells):
                     gid = nbgrader_meta(cell).get("grade_id")
+                    for what in markup_findings(cell, given):
+                        findings.append(Finding(student, assignment, master.name, gid or f"cell {i}", 0, what))
                     if cell.cell_type != "code" or cell.source in given or (
                         gid in locked and not nbgrader_meta(cell).get("solution")
                     ):
@@ -163,6 +178,22 @@ def audit(course: Course, assignments: list[str]) -> list[Finding]:
                     for line, what in audit_source(cell.source, asked):
                         findings.append(Finding(student, assignment, master.name, gid or f"cell {i}", line, what))
     return findings
+
+
+def markup_findings(cell, given: set[str]) -> list[str]:  # noqa: ANN001 - a notebook cell
+    """Markup in a student's Markdown, raw cells or saved outputs that a browser could run (grading makes it inert)."""
+    found = []
+    if cell.cell_type in ("markdown", "raw") and cell.source not in given:
+        risky = risky_markup(cell.source, is_html=cell.cell_type == "raw")
+        if risky:
+            found.append(f"{cell.cell_type} with markup that could run script in a browser: {', '.join(risky[:4])}")
+    for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+        data = output.get("data", {})
+        active = sorted(m for m in data if m not in PASSIVE_OUTPUT)
+        html = "".join(data.get("text/html", "")) + "".join(data.get("image/svg+xml", ""))
+        if active or SCRIPT.search(html) or (html and risky_markup(html, is_html=True)):
+            found.append(f"a saved output that could run script in a browser ({', '.join(active) or 'HTML'})")
+    return found
 
 
 def format_findings(findings: list[Finding]) -> str:

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,12 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook
+from nbgrader.converters.base import NbGraderException
 
 from lecturelib.course import sandbox
+from lecturelib.course.collect import screen
 from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
 from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
-from lecturelib.course.run import Run
+from lecturelib.course.preprocessors import SANDBOX_ENV
+from lecturelib.course.run import Run, read_log
 
 SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
 NO_SANDBOX_RISK = (
@@ -34,6 +39,36 @@ NO_SANDBOX_RISK = (
 
 class SandboxUnavailable(RuntimeError):
     """No sandbox can run here, and --no-sandbox was not given."""
+
+
+class GradeWithTheCourse(NbGraderException):
+    """nbgrader's autograde was started outside `python -m lecturelib.course autograde` (see OnlyFromTheCourse)."""
+
+
+class OnlyFromTheCourse(NotebookExporter):
+    """The exporter of nbgrader's Autograde (nbgrader_config.py), made before nbgrader touches anything of a
+    submission: outside `course autograde` it refuses, with one line, and nothing is changed.
+
+    Formgrader's Autograde button and plain `nbgrader autograde` would run kernels without the sandbox, and nbgrader
+    removes autograded/STUDENT/ASSIGNMENT before its first preprocessor runs (GradingExecute refuses too, but only
+    then): the submission would vanish from Manual Grading. nbgrader makes its exporter after finding the
+    submissions and before that removal, so refusing here leaves every file and grade as it was.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if os.environ.get(SANDBOX_ENV) not in ("bwrap", "none"):
+            coursedir = getattr(kwargs.get("parent"), "coursedir", None)
+            assignment, student = getattr(coursedir, "assignment_id", ""), getattr(coursedir, "student_id", "*")
+            command = ".venv/bin/python -m lecturelib.course autograde" + (f" {assignment}" if assignment else "") + (
+                f" --student {student}" if student not in ("", "*") else "")
+            message = (f"not graded, nothing changed: grade with `python -m lecturelib.course autograde`, which runs "
+                       f"every kernel in a sandbox (in the course root: {command}); Formgrader's Autograde button and "
+                       f"plain `nbgrader autograde` do not")
+            log = getattr(kwargs.get("parent"), "log", None)
+            if log is not None:
+                log.error(message)
+            raise GradeWithTheCourse(message)
+        super().__init__(*args, **kwargs)
 
 
 @dataclass
@@ -155,7 +190,7 @@ def _grade_one(course: Course, run: Run, student: str, assignment: str, timeout_
             out.problems.append("the submission changed its own submitted files while graded (restored)")
     finally:
         shutil.rmtree(private, ignore_errors=True)  # TMPDIR, scratch folder, kernel sockets: always
-    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    log = read_log(log_path)  # bounded: never a whole file in memory
     if rc is None:
         out.problems.append(f"could not be graded: took longer than {timeout_s:.0f} s")
     elif rc != 0:
@@ -185,15 +220,19 @@ def _die_with_parent() -> None:
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _ensure_gradebook(course: Course, assignments: list[str]) -> list[str]:
-    """The assignments must be in the gradebook, and its copies of the test cells right; WAL lets workers read
-    while one writes. Returns what had to be repaired."""
+def _ensure_gradebook(course: Course, assignments: list[str], students: list[str]) -> list[str]:
+    """Every assignment and every student must be in the gradebook before the workers start (two nbgrader processes
+    that both create a new student collide: UNIQUE constraint failed: student.id), and its copies of the test cells
+    right; WAL lets workers read while one writes. Returns what had to be repaired."""
     notes = repair_gradebook(course)
     with Gradebook(f"sqlite:///{course.gradebook}") as gb:
-        known = {a.name for a in gb.assignments}
+        known = {a.name for a in gb.assignments if a.notebooks}  # `nbgrader db assignment add` (a due date) adds none
+        for student in students:  # names and emails from a roster import stay as they are
+            gb.update_or_create_student(student)
     for a in assignments:
-        if a not in known:
-            course.nbgrader("generate_assignment", a, "--force")
+        if a not in known:  # its notebooks and cells into the gradebook; the release it writes is thrown away (the
+            with tempfile.TemporaryDirectory(prefix="lecturelib-release-") as scratch:  # committed one is build's)
+                course.nbgrader("generate_assignment", a, "--force", f"--CourseDirectory.release_directory={scratch}")
     with sqlite3.connect(course.gradebook) as db:
         db.execute("PRAGMA journal_mode=WAL")
     for a in assignments:
@@ -265,10 +304,11 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     if not pairs:
         return Report([])
     check_sandbox(sandboxed)
+    screened = screen(course, pairs)  # before anything reads submitted/: links, devices, stray files moved out
     # CPU time per process: what all cores could use in the submission's time, a backstop only
     limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
     with Run(course, sandboxed=sandboxed, limits=limits, workers=workers) as run:
-        notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}))
+        notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}), sorted({s for s, _ in pairs}))
         if not sandboxed:
             notes.append(f"graded with --no-sandbox: {NO_SANDBOX_RISK}")
         log_dir = course.root / "logs" / "autograde"
@@ -279,7 +319,10 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
             with guard.lock:
                 in_flight.add(pair)
                 run.mark(pair, done=False)
-            out = _grade_one(course, run, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir)
+            found = screened[pair]
+            out = (_grade_one(course, run, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir) if found.gradable
+                   else Outcome(*pair))
+            out.problems[:0], out.notes[:0] = found.problems, found.notes
             check.graded(pair, out.graded)
             with guard.lock:
                 in_flight.discard(pair)

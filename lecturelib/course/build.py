@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import copy
 import filecmp
+import json
 import os
+import platform
 import shutil
+import subprocess
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -31,19 +35,110 @@ from lecturelib.grading import InvalidTestCell, judge, parse_test_cell, prepare_
 CELL_TIMEOUT_S = 300
 
 
-def build(course: Course) -> list[str]:
-    """Regenerate the release (nbgrader generate_assignment) and the solutions; return problems."""
+# What the Python kernel reports about itself (ipykernel): a notebook whose language_info differs opens modified.
+LANGUAGE_INFO = {
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+}
+
+
+def with_language_info(nb: NotebookNode) -> NotebookNode:
+    """The notebook with the complete language_info of this Python's kernel, as JupyterLab would write it on opening
+    (the masters hold only the name): an untouched notebook opens unmodified. The version is this interpreter's;
+    the student's copy gets the student's (lecturelib.workspace), and `check` ignores it."""
+    nb.metadata["language_info"] = {**LANGUAGE_INFO, "version": platform.python_version()}
+    return nb
+
+
+def build(course: Course, notes: list[str] | None = None) -> list[str]:
+    """Regenerate the release (nbgrader generate_assignment) and the solutions; return problems. A file of notebooks/
+    or solutions/ that git does not have as it is (someone worked in it) and that the build changes or removes is
+    first kept in logs/build/kept-TIME/, and `notes` says so: a build never destroys work silently."""
     problems = []
-    for folder in (course.release, course.solutions):
-        shutil.rmtree(folder, ignore_errors=True)
-    for assignment in course.assignments():
-        done = course.nbgrader("generate_assignment", assignment, "--force")
-        if done.returncode != 0:
-            last = [ln for ln in done.stderr.splitlines() if "ERROR" in ln or "Error" in ln][-1:]
-            problems.append(f"{assignment}: nbgrader generate_assignment failed: {' '.join(last) or done.stderr[-300:]}")
-    for _, path in iter_source_notebooks(course):
-        write_notebook(make_solution(read_notebook(path)), course.solutions / path.name)
+    with tempfile.TemporaryDirectory(prefix="lecturelib-build-") as scratch:
+        held = _hold_unsaved(course, Path(scratch))
+        for folder in (course.release, course.solutions):
+            shutil.rmtree(folder, ignore_errors=True)
+        for assignment in course.assignments():
+            done = course.nbgrader("generate_assignment", assignment, "--force")
+            if done.returncode != 0:
+                last = [ln for ln in done.stderr.splitlines() if "ERROR" in ln or "Error" in ln][-1:]
+                problems.append(f"{assignment}: nbgrader generate_assignment failed: {' '.join(last) or done.stderr[-300:]}")
+        for path in sorted(course.release.rglob("*.ipynb")):
+            write_notebook(with_language_info(read_notebook(path)), path)
+        for _, path in iter_source_notebooks(course):
+            write_notebook(with_language_info(make_solution(read_notebook(path))), course.solutions / path.name)
+        kept = _keep_what_changed(course, Path(scratch), held)
+    if kept and notes is not None:
+        notes += [f"{rel} had work that git does not have; the build replaced it: kept in {kept_in}"
+                  for rel, kept_in in kept]
     return problems
+
+
+def _unsaved(course: Course) -> list[Path] | None:
+    """Files of notebooks/ and solutions/ that git does not have as they are (modified, untracked, ignored; not
+    Jupyter's checkpoints); None where git cannot tell (not a git repository: then every file counts)."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=course.root, capture_output=True, text=True,
+                             timeout=60, check=False)
+        done = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=traditional",
+                               "--", course.release.name, course.solutions.name], cwd=course.root, capture_output=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if top.returncode != 0 or done.returncode != 0:
+        return None
+    repo = Path(top.stdout.strip())  # porcelain paths are relative to the repository's top, wherever the course sits
+    paths = [repo / entry[3:].decode() for entry in done.stdout.split(b"\0") if len(entry) > 3]
+    return [p for p in paths if ".ipynb_checkpoints" not in p.parts and p.is_file()]
+
+
+def _hold_unsaved(course: Course, scratch: Path) -> list[Path]:
+    """Copy what a rebuild could destroy into `scratch`; the paths, relative to the course root."""
+    found = _unsaved(course)
+    if found is None:
+        found = [p for folder in (course.release, course.solutions) if folder.is_dir() for p in folder.rglob("*")
+                 if p.is_file() and ".ipynb_checkpoints" not in p.parts]
+    held, root = [], course.root.resolve()
+    for path in found:
+        rel = path.resolve().relative_to(root)
+        (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, scratch / rel)
+        held.append(rel)
+    return held
+
+
+def _keep_what_changed(course: Course, scratch: Path, held: list[Path]) -> list[tuple[Path, Path]]:
+    """Move each held file that the build did not reproduce into logs/build/kept-TIME/; (file, where it went)."""
+    kept = []
+    folder = course.root / "logs" / "build" / f"kept-{time.strftime('%Y%m%d-%H%M%S')}"
+    for rel in held:
+        built = course.root / rel
+        if built.is_file() and _same_file(built, scratch / rel):
+            continue
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(scratch / rel), folder / rel)
+        kept.append((rel, (folder / rel).relative_to(course.root)))
+    return kept
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Equal bytes, or the same notebook but for the Python version in language_info (each machine writes its own)."""
+    if filecmp.cmp(a, b, shallow=False):
+        return True
+    if a.suffix != ".ipynb":
+        return False
+    try:
+        x, y = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
+        for nb in (x, y):
+            nb.get("metadata", {}).get("language_info", {}).pop("version", None)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bool(x == y)
 
 
 def _static_problems(course: Course) -> list[str]:
@@ -96,7 +191,7 @@ def _tree_differences(built: Path, committed: Path) -> list[str]:
     want, have = files(built), files(committed)
     out = [f"{p}: missing" for p in sorted(want - have)] + [f"{p}: stale, not built from source/" for p in sorted(have - want)]
     out += [f"{p}: differs from what source/ builds" for p in sorted(want & have)
-            if not filecmp.cmp(built / p, committed / p, shallow=False)]
+            if not _same_file(built / p, committed / p)]
     return out
 
 

@@ -1,13 +1,39 @@
-"""Generate nbgrader feedback and prove that it shows no hidden test."""
+"""Generate nbgrader feedback, prove that it shows no hidden test, none of a hidden check's inputs and no graders'
+reference, and name every submitted notebook that got no page.
+
+A hidden check's inputs reach the kernel (it must compute on them), and from then on anything the kernel prints
+could carry them: a `pre_run_cell` hook that echoes each cell, a function that records its arguments, an
+exception class named after them. So feedback (`HideOutputsAfterHiddenChecks`, in GenerateFeedback's
+preprocessors) keeps every cell's source and each test cell's verdict (which never quotes a hidden input), and
+shows no output of a cell at or after the first test cell that holds a hidden check. `feedback` then reads every
+page it wrote for the hidden test lines and for the hidden inputs themselves (the literals in the expressions of
+hidden expect_* calls), and removes a page that shows one.
+"""
 
 from __future__ import annotations
 
+import ast
 import html
+import os
 import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
 
-from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, read_notebook
+from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, nbgrader_meta, read_notebook
+from lecturelib.course.reference import chunks, reference_chunks
+
+STOPPED = "GradingStopped"  # preprocessors.STOPPED: the grader's note on a cell it did not run (kept in feedback)
 
 MIN_SECRET_CHARS = 20  # shorter hidden lines ("counted_matmul(") also stand in students' own code
+MIN_INPUT_CHARS = 4  # a hidden input shorter than this (2, 16, "x") also stands in any page
+HIDDEN_NOTE = ("[output not shown in feedback: this cell ran after the hidden checks of {gid}, and what it printed "
+               "could show their inputs]")
 
 
 def _plain(text: str) -> str:
@@ -35,21 +61,204 @@ def hidden_lines(course: Course, assignment: str) -> set[str]:
     return lines
 
 
+def leak(page: str, secret: set[str], inputs: list[tuple[str, ...]]) -> str:
+    """What of the hidden tests a feedback page shows ('' when nothing): a hidden line anywhere on it, or a hidden
+    check's inputs in what its cells printed."""
+    text = _plain(page)
+    lines = sorted(ln for ln in secret if ln in text)
+    if lines:
+        return f"a hidden test line ({lines[0][:60]})"
+    printed = output_text(page)
+    shown = [i for i in inputs if _shown(i, printed)]
+    return f"a hidden check's inputs ({', '.join(shown[0])[:60]})" if shown else ""
+
+
+def _markdown_chunks(path: Path) -> set[str]:
+    """What the markdown cells of a notebook show (a student's own words may repeat the reference)."""
+    try:
+        return set().union(*(chunks(c.source) for c in read_notebook(path).cells if c.cell_type == "markdown"))
+    except (OSError, ValueError):
+        return set()
+
+
+def unwritten(course: Course, assignment: str) -> list[str]:
+    """Every submitted notebook of `assignment` without a feedback page as new as its autograded notebook, and why."""
+    problems = []
+    for notebook in sorted(course.submitted.glob(f"*/{assignment}/*.ipynb")) if course.submitted.is_dir() else []:
+        if not (course.release / assignment / notebook.name).is_file():
+            continue  # not a notebook of the assignment (nbgrader grades only those)
+        student = notebook.parent.parent.name
+        graded = course.autograded / student / assignment / notebook.name
+        page = (course.feedback / student / assignment / notebook.name).with_suffix(".html")
+        where = f"feedback/{student}/{assignment}/{page.name}"
+        if not graded.is_file():
+            problems.append(f"{where} not written: {student}'s {assignment} is not autograded (no autograded/{student}/"
+                            f"{assignment}/{notebook.name}); grade it with `python -m lecturelib.course autograde "
+                            f"{assignment} --student {student}`, then run feedback again")
+        elif not page.is_file() or page.stat().st_mtime < graded.stat().st_mtime:
+            problems.append(f"{where} not written: nbgrader generate_feedback made no page for it")
+    return problems
+
+
+def local_mathjax(course: Course) -> None:
+    """feedback/mathjax/: jupyter-server-mathjax's MathJax (what Formgrader serves), which a feedback page opened from
+    disk loads (jupyter/share's mathjax template) instead of the CDN: formulas render offline."""
+    import jupyter_server_mathjax
+
+    kept, copy = course.feedback / "mathjax", Path(jupyter_server_mathjax.__file__).parent / "static"
+    if not (kept / "MathJax.js").is_file() or (kept / "MathJax.js").read_bytes() != (copy / "MathJax.js").read_bytes():
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(copy, kept)
+
+
 def feedback(course: Course, assignments: list[str]) -> list[str]:
-    """Generate feedback for every autograded submission; return problems (a leak is one)."""
+    """Generate feedback for every autograded submission; return problems: a leak, and every submitted notebook
+    that got no page."""
     problems = []
     for assignment in assignments:
-        if not list(course.autograded.glob(f"*/{assignment}/*.ipynb")):
-            continue  # nothing autograded yet: nbgrader would fail on it
-        done = course.nbgrader("generate_feedback", assignment, "--force")
-        if done.returncode != 0:
-            errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
-            problems.append(f"{assignment}: nbgrader generate_feedback failed: {(errors or ['no message'])[0][:200]}")
-        secret = hidden_lines(course, assignment)
+        if list(course.autograded.glob(f"*/{assignment}/*.ipynb")):  # else nbgrader would fail: nothing to do
+            local_mathjax(course)
+            done = course.nbgrader("generate_feedback", assignment, "--force")
+            if done.returncode != 0:
+                errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
+                problems.append(f"{assignment}: nbgrader generate_feedback failed: {(errors or ['no message'])[0][:200]}")
+        secret, inputs = hidden_lines(course, assignment), hidden_inputs(course, assignment)
+        graders = reference_chunks(course.source_notebooks(assignment))  # the written answers' references
         for page in sorted(course.feedback.glob(f"*/{assignment}/*.html")):
-            text = _plain(page.read_text(encoding="utf-8", errors="replace"))
-            leaks = sorted(ln for ln in secret if ln in text)
-            if leaks:
+            raw = page.read_text(encoding="utf-8", errors="replace")
+            what = leak(raw, secret, inputs)
+            if what:
                 page.unlink()  # never leave a page that shows hidden tests where it could be released
-                problems.append(f"{page.relative_to(course.root)} showed a hidden test line ({leaks[0][:60]}); removed")
+                problems.append(f"{page.relative_to(course.root)} showed {what}; removed")
+                continue
+            text = _plain(raw)
+            mine = _markdown_chunks(course.submitted / page.parent.parent.name / assignment / f"{page.stem}.ipynb")
+            public = _markdown_chunks(course.release / assignment / f"{page.stem}.ipynb")
+            shown = sorted(c for c in graders - mine - public if c in text)  # not what the student wrote
+            if shown:
+                page.unlink()
+                problems.append(f"{page.relative_to(course.root)} showed the graders' reference ({shown[0][:60]}); "
+                                "removed")
+        leaked = {p.split(" showed ", 1)[0] for p in problems}  # removed pages: said already
+        problems += [p for p in unwritten(course, assignment) if p.split(" not written", 1)[0] not in leaked]
     return problems
+
+
+def hidden_test_cells(master: NotebookNode) -> list[str]:
+    """grade_ids of the test cells of a master that hold hidden checks, in order."""
+    return [nbgrader_meta(c)["grade_id"] for c in master.cells if is_test_cell(c) and HIDDEN_MARKS[0] in c.source]
+
+
+class HideOutputsAfterHiddenChecks(NbGraderPreprocessor):
+    """Feedback: no output of a cell at or after the first test cell with hidden checks, but the test cells'
+    verdicts (the masters in source/ say which test cells hold hidden checks)."""
+
+    source_directory = Unicode("", help="the folder of the masters (source/)").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        info = resources.get("nbgrader", {})
+        path = os.path.join(self.source_directory, info.get("assignment", ""), info.get("notebook", "") + ".ipynb")
+        hidden = set(hidden_test_cells(read_notebook(path))) if os.path.isfile(path) else None
+        after = ""
+        for cell in nb.cells:
+            gid = nbgrader_meta(cell).get("grade_id")
+            holds = gid in hidden if hidden is not None else is_test_cell(cell) and HIDDEN_MARKS[0] in cell.source
+            if holds and not after:
+                after = str(gid)
+            if after and cell.cell_type == "code" and not is_test_cell(cell) and cell.get("outputs"):
+                stops = [o for o in cell.outputs if o.get("output_type") == "error" and o.get("ename") == STOPPED]
+                cell.outputs = stops or [from_dict({"output_type": "stream", "name": "stdout",  # the grader's own word
+                                                    "text": HIDDEN_NOTE.format(gid=after) + "\n"})]
+        return nb, resources
+
+
+def _literals(node: ast.AST) -> list[str]:
+    """The literal values in an expression, as a page would show them (numbers and strings), in order."""
+    found = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and not isinstance(n.value, bool) and n.value is not None:
+            found.append(n.value if isinstance(n.value, str) else repr(n.value))
+    return found
+
+
+def hidden_inputs(course: Course, assignment: str) -> list[tuple[str, ...]]:
+    """The inputs of every hidden check: the literals of the expression each hidden expect_* call judges, for each
+    call whose inputs do not also stand in the student release (those are no secret)."""
+    from lecturelib.grading import _hidden_lines
+
+    found = []
+    for master in course.source_notebooks(assignment):
+        released = course.release / assignment / master.name
+        public = "\n".join(c.source for c in read_notebook(released).cells) if released.exists() else ""
+        for cell in read_notebook(master).cells:
+            if not is_test_cell(cell):
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            hidden = _hidden_lines(cell.source)
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and node.args and node.lineno in hidden
+                        and getattr(node.func, "id", getattr(node.func, "attr", "")).startswith("expect_")):
+                    inputs = tuple(_literals(node.args[0]))
+                    if _distinctive(inputs) and not _shown(inputs, public):
+                        found.append(inputs)
+    return found
+
+
+def _distinctive(inputs: tuple[str, ...]) -> bool:
+    """Inputs that a page would not show by chance: at least MIN_INPUT_CHARS characters, one of them 3 or more."""
+    return sum(map(len, inputs)) >= MIN_INPUT_CHARS and max(map(len, inputs), default=0) >= 3
+
+
+class _Outputs(HTMLParser):
+    """The text of a page's output areas (nbconvert's output_area / jp-OutputArea): what cells printed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.inside: list[int] = []
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("br", "img", "hr", "input", "meta", "link", "col", "wbr"):
+            return
+        self.depth += 1
+        classes = (dict(attrs).get("class") or "").split()
+        if "output_area" in classes or "jp-OutputArea" in classes:
+            self.inside.append(self.depth)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("br", "img", "hr", "input", "meta", "link", "col", "wbr"):
+            return
+        if self.inside and self.inside[-1] == self.depth:
+            self.inside.pop()
+        self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.inside:
+            self.parts.append(data)
+
+
+def output_text(page: str) -> str:
+    """What the cells of a feedback page printed (their outputs, not their code), whitespace folded."""
+    parser = _Outputs()
+    parser.feed(page)
+    return " ".join(" ".join(parser.parts).split())
+
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _shown(inputs: tuple[str, ...], text: str) -> bool:
+    """Whether `text` shows these inputs: numbers in this order with nothing but non-numbers between them (commas,
+    spaces, underscores, a class name's letters), strings as they are."""
+    numbers = [i for i in inputs if NUMBER.fullmatch(i)]
+    words = [i for i in inputs if not NUMBER.fullmatch(i)]
+    if words and not all(len(w) >= MIN_INPUT_CHARS and w in text for w in words):
+        return False
+    if not numbers:
+        return bool(words)
+    seen, k = NUMBER.findall(text.replace("_", " ")), len(numbers)
+    return any(seen[i:i + k] == numbers for i in range(len(seen) - k + 1))

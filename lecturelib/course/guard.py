@@ -9,8 +9,10 @@ student's grades, submitted/ and autograded/ are compared with what they were, o
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 
@@ -34,12 +36,29 @@ def _rows(db: Path) -> list[tuple]:
         return con.execute(GRADE_ROWS).fetchall()
 
 
+def regular_files(folder: Path) -> list[Path]:
+    """Every regular file under `folder`, never through a link (links, pipes and devices are not files here)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    found = []
+    for top, _, names in os.walk(folder):  # os.walk does not follow links to folders
+        for name in names:
+            path = Path(top, name)
+            if stat.S_ISREG(path.lstat().st_mode):
+                found.append(path)
+    return sorted(found)
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of a regular file, read in chunks (never the whole file in memory), not through a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest() if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+
+
 def digest(folder: Path) -> dict[str, str]:
-    """sha256 of every file under `folder`, by relative path ({} if it does not exist)."""
-    if not folder.is_dir():
-        return {}
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    """sha256 of every regular file under `folder`, by relative path ({} if it does not exist)."""
+    return {str(p.relative_to(folder)): file_hash(p) for p in regular_files(folder)}
 
 
 def release_points(course: Course, assignment: str) -> dict[tuple[str, str], float]:
@@ -188,11 +207,13 @@ class RunCheck:
 
         # submitted/: restore from the copy taken when the run started
         if self.kept.is_dir():
-            for kept in sorted(p for p in self.kept.rglob("*") if p.is_file()):
+            for kept in regular_files(self.kept):
                 rel = kept.relative_to(self.kept)
                 live = self.course.submitted / rel
-                if not live.is_file() or live.read_bytes() != kept.read_bytes():
+                if live.is_symlink() or not live.is_file() or file_hash(live) != file_hash(kept):
                     live.parent.mkdir(parents=True, exist_ok=True)
+                    if live.is_symlink() or live.exists():
+                        live.unlink()  # never write through a link
                     shutil.copy2(kept, live)
                     tell((rel.parts[0], rel.parts[1]) if len(rel.parts) > 2 else ("?", str(rel)),
                          f"submitted file {rel.name} was changed during the run (restored)")

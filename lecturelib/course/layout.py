@@ -64,6 +64,15 @@ class Course:
     def gradebook(self) -> Path:
         return self.root / "gradebook.db"
 
+    @property
+    def exports(self) -> Path:
+        return self.root / "exports"
+
+    @property
+    def templates(self) -> Path:
+        """Jupyter data the instructor's pages use (JUPYTER_PATH): nbconvert templates that load a local MathJax."""
+        return self.root / "jupyter" / "share"
+
     def assignments(self) -> list[str]:
         """Assignment names: the folders of source/, in order."""
         return sorted(p.name for p in self.source.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -74,13 +83,16 @@ class Course:
     def nbgrader(self, *args: str, timeout_s: float | None = None) -> subprocess.CompletedProcess[str]:
         """Run `nbgrader ARGS` in the course root with this interpreter, in a clean environment; output captured."""
         with tempfile.TemporaryDirectory(prefix="lecturelib-nbgrader-") as private:
+            env = nbgrader_env(Path(private))
+            if self.templates.is_dir():  # the course's nbconvert templates: feedback pages load a local MathJax
+                env["JUPYTER_PATH"] = str(self.templates)
             return subprocess.run(
                 [sys.executable, "-I", "-W", "ignore", "-m", "nbgrader", *args],
                 cwd=self.root,
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
-                env=nbgrader_env(Path(private)),
+                env=env,
             )
 
 

@@ -2,33 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import shutil
+import stat
 import tempfile
-import uuid
 from pathlib import Path
+from queue import Empty
+from time import monotonic
 from typing import Any
 
 import zmq
 import zmq.asyncio
-from jupyter_core.paths import jupyter_runtime_dir
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.client import timestamp
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, Unicode
 
 from lecturelib.course.layout import cell_stdout, is_test_cell, nbgrader_meta, read_notebook
-from lecturelib.course.sandbox import KERNEL_NAME, STATE_ENV
-from lecturelib.grading import Check, InvalidTestCell, Verdict, judge, prepare_test_cell
+from lecturelib.course.sanitize import clean_notebook
+from lecturelib.course.sandbox import KERNEL_NAME, STATE_ENV, connection_paths, socket_folder
+from lecturelib.grading import RECORD_MARK, Check, InvalidTestCell, Verdict, judge, prepare_test_cell
 
 STASH = "lecturelib_checks"  # key in nbconvert's resources: the checks, from PrepareChecks to JudgeChecks
+CHUNKED_STREAM = "lecturelib.course.kernel_stream.ChunkedOutStream"  # the kernels' stdout/stderr (see that module)
 SCRATCH = "lecturelib_scratch"  # key in nbconvert's resources: (the notebook's folder, the kernel's folder)
 SANDBOX_ENV = "LECTURELIB_SANDBOX"  # set by `course autograde`: "bwrap" (every kernel sandboxed) or "none"
 STOPPED = "GradingStopped"  # ename of the error a cell gets when the run ended there (time limit, dead kernel)
 MIB = 2**20
-IPC_PATH_MAX = 90  # a Unix socket path has at most 107 bytes; ZeroMQ appends "-ipc-N" to the connection file's
 
 
 def verdict_outputs(verdict: Verdict, n_checks: int, note: str = "") -> list[NotebookNode]:
@@ -146,66 +150,120 @@ class PrepareChecks(NbGraderPreprocessor):
                 continue
             stash[grade_id] = (source, checks)
         resources[STASH] = stash
-        # The kernel starts in a scratch copy of the submission's folder, outside the course tree (in TMPDIR,
-        # which `autograde` makes private to this submission and removes after it, whatever happens).
+        # The kernel starts in a scratch folder outside the course tree (in TMPDIR, which `autograde` makes private
+        # to this submission and removes after it, whatever happens) holding copies of the assignment's own data
+        # files, from source/: never a file of the submission (it could be a link to anything the grader may read).
         metadata = resources.setdefault("metadata", {})
         folder = metadata.get("path") or "."
         scratch = tempfile.mkdtemp(prefix="lecturelib-kernel-")
-        for name in os.listdir(folder):
-            if not name.endswith(".ipynb") and os.path.isfile(os.path.join(folder, name)):
-                shutil.copy2(os.path.join(folder, name), scratch)
+        for name, data in data_files(path.parent).items():
+            Path(scratch, name).write_bytes(data)
         resources[SCRATCH], metadata["path"] = (folder, scratch), scratch
         return nb, resources
 
 
-def _message_bytes(msg: dict[str, Any]) -> int:
-    """How much output one IOPub message carries (text, data, traceback), without serializing it again."""
-    content = msg.get("content", {})
-    parts = [content.get("text", "")] + list(content.get("data", {}).values()) + list(content.get("traceback", []))
-    return sum(len(p) if isinstance(p, (str, bytes)) else len(str(p)) for p in parts)
+def message_bytes(msg: dict[str, Any]) -> int:
+    """Bytes one message from the kernel carries (content, metadata, buffers), about as it was sent, counted without
+    serializing it again; no recursion, whatever its nesting."""
+    total, stack = 0, [msg.get("content", {}), msg.get("metadata", {}), list(msg.get("buffers") or [])]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item) if item.isascii() else len(item.encode("utf-8", "replace"))
+        elif isinstance(item, (bytes, bytearray, memoryview)):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += 2
+            for key, value in item.items():
+                stack += (key, value)
+        elif isinstance(item, (list, tuple)):
+            total += 2
+            stack += item
+        else:
+            total += 8  # a number, a bool, None
+    return total
+
+
+def _records(text: str) -> str:
+    """The check records in a piece of output text (lines that start with RECORD_MARK), one a line."""
+    return "".join(line + "\n" for line in text.split("\n") if line.startswith(RECORD_MARK))
+
+
+def data_files(folder: Path) -> dict[str, bytes]:
+    """The regular files of an assignment's folder that are not notebooks (its data files), never through a link."""
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".ipynb"):
+            continue
+        try:
+            fd = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                found[name] = f.read()
+    return found
 
 
 class GradingExecute(Execute):
     """nbgrader's Execute for autograding: the sandboxed kernel, a fair end when a cell fails, output capped.
 
-    * The kernel is the sandboxed one (`lecturelib.course.sandbox`), reached over IPC sockets in a folder of
-      its own, when `autograde` runs it so (SANDBOX_ENV=bwrap); outside `autograde` (Formgrader's button,
-      plain `nbgrader autograde`) it refuses to grade. Also without a sandbox, no kernel listens on TCP.
+    * The kernel is the sandboxed one (`lecturelib.course.sandbox`) when `autograde` runs it so (SANDBOX_ENV=bwrap);
+      outside `autograde` (Formgrader's button, plain `nbgrader autograde`) it refuses to grade. Its connection
+      file and IPC sockets live in a short private folder (`sandbox.socket_folder`) whatever TMPDIR is: no kernel
+      is ever started on TCP, sandboxed or not.
     * A cell that runs past the cell time limit, or during which the kernel dies, ends the run there: the
       kernel is killed at once, that cell gets an error that says what happened (the real time limit, or why
       the kernel died), the cells before keep their results and the cells after are not run (they score 0).
-      A notebook never costs more than the time limit plus a few seconds, and what passed keeps its points.
-    * A cell keeps at most `max_cell_output_bytes` of output and the notebook `max_output_bytes`: the rest is
-      dropped as it arrives and a note says so, so a flood of output costs neither the grader's memory nor disk.
+    * Every byte the kernel sends counts: each message's content, metadata and buffers, whatever its type
+      (output, display updates, clear_output, comm messages, errors). A cell keeps what arrives while it has
+      received less than `max_cell_output_bytes` and the notebook less than `max_output_bytes`; the rest is
+      dropped as it arrives (a test cell still keeps its check records, up to `max_record_bytes`), and a note says
+      so. Comm messages are never kept: widget state in a graded notebook would be the student's.
+    * After a cell's reply, its remaining output is waited for as long as it keeps coming (no deadline while
+      messages arrive; `iopub_timeout` seconds of silence end the wait): a slow or loaded machine never turns a
+      flood of output into lost points, and the cell's result and every later cell stand.
     """
 
     interrupt_on_timeout = Bool(False, help="kill the kernel instead: a broken kernel need not answer").tag(config=True)
-    max_cell_output_bytes = Integer(2 * MIB, help="output one cell may keep").tag(config=True)
-    max_output_bytes = Integer(16 * MIB, help="output the whole notebook may keep").tag(config=True)
+    store_widget_state = Bool(False, help="never: a graded notebook keeps no widget state the kernel sent").tag(config=True)
+    iopub_timeout = Integer(30, help="seconds of silence on IOPub, after a cell's reply, that end the wait for its "
+                                     "output (the wait has no deadline while output arrives)").tag(config=True)
+    max_cell_output_bytes = Integer(2 * MIB, help="bytes of messages one cell may receive and keep").tag(config=True)
+    max_output_bytes = Integer(16 * MIB, help="bytes of messages the whole notebook may receive and keep").tag(config=True)
+    max_record_bytes = Integer(64 * 1024, help="check records a test cell keeps past the caps").tag(config=True)
     max_message_bytes = Integer(64 * MIB, help="largest message read from the kernel").tag(config=True)
 
     def reset_execution_trackers(self) -> None:
         super().reset_execution_trackers()
         self._stopped = ""
-        self._cell_bytes: dict[int, int] = {}
+        self._silent = False  # the kernel's output channel went quiet after a cell's reply
+        self._cell_bytes: dict[int, int] = {}  # received by each cell, kept or not
         self._total_bytes = 0
+        self._record_bytes: dict[int, int] = {}
         self._truncated: set[int] = set()
+        self._messages = 0  # messages received for the cell that runs (progress while its output is awaited)
 
     def preprocess(self, nb: NotebookNode, resources: Any = None, km: Any = None) -> tuple[NotebookNode, Any]:
         if os.environ.get(SANDBOX_ENV) not in ("bwrap", "none"):
             raise RuntimeError("grade with `python -m lecturelib.course autograde`: it runs every kernel in a sandbox "
                                "(plain `nbgrader autograde` and Formgrader's Autograde button do not)")
-        return super().preprocess(nb, resources, km)
+        self._sockets = socket_folder()  # before any kernel starts: refuses, with the reason, where none can be made
+        arguments: list[str] = list(getattr(self, "extra_arguments"))  # noqa: B009 - nbgrader and nbclient both declare it
+        stream = f"--IPKernelApp.outstream_class={CHUNKED_STREAM}"
+        self.extra_arguments = arguments + ([stream] if stream not in arguments else [])
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            shutil.rmtree(self._sockets, ignore_errors=True)
 
     def create_kernel_manager(self) -> Any:
-        if os.environ.get(SANDBOX_ENV) == "bwrap":
+        sandboxed = os.environ.get(SANDBOX_ENV) == "bwrap"
+        if sandboxed:
             self.kernel_name = KERNEL_NAME  # whatever the notebook names
         km = super().create_kernel_manager()
-        connection = os.path.join(jupyter_runtime_dir(), f"kernel-{uuid.uuid4().hex[:12]}.json")
-        if len(connection) <= IPC_PATH_MAX:
-            os.makedirs(os.path.dirname(connection), exist_ok=True)
-            km.transport, km.connection_file = "ipc", connection
-            km.ip = connection[: -len(".json")] + "-ipc"
+        connection, ip = connection_paths(self._sockets, sandboxed)
+        km.transport, km.connection_file, km.ip = "ipc", connection, ip
         return km
 
     async def async_start_new_kernel_client(self) -> Any:
@@ -226,20 +284,93 @@ class GradingExecute(Execute):
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
-    def output(self, outs: list[NotebookNode], msg: dict[str, Any], display_id: str | None,
-               cell_index: int) -> NotebookNode | None:
-        size = _message_bytes(msg)
+    def process_message(self, msg: dict[str, Any], cell: NotebookNode, cell_index: int) -> NotebookNode | None:
+        kind = msg["msg_type"]
+        self._messages += 1
+        if kind == "status":
+            return super().process_message(msg, cell, cell_index)  # busy/idle: the end of the cell's output
+        size = message_bytes(msg)
         room = min(self.max_cell_output_bytes - self._cell_bytes.get(cell_index, 0),
                    self.max_output_bytes - self._total_bytes)
-        if size > room:
-            self._truncated.add(cell_index)
-            if msg["msg_type"] != "stream" or room <= 0:
-                return None
-            msg = {**msg, "content": {**msg["content"], "text": msg["content"]["text"][:room]}}
-            size = room
         self._cell_bytes[cell_index] = self._cell_bytes.get(cell_index, 0) + size
         self._total_bytes += size
-        return super().output(outs, msg, display_id, cell_index)
+        if kind.startswith("comm"):
+            return None  # widget messages: the grader has no frontend, and keeps no state a kernel sent
+        if size <= room:
+            return super().process_message(msg, cell, cell_index)
+        self._truncated.add(cell_index)
+        content = msg.get("content", {})
+        if kind == "stream" and room > 0:  # what fits, then nothing
+            text = content.get("text", "")
+            kept = text[:room]
+            msg = {**msg, "content": {**content, "text": kept + self._keep_records(text[room:], cell, cell_index)}}
+            return super().process_message(msg, cell, cell_index)
+        if kind == "stream":
+            records = self._keep_records(content.get("text", ""), cell, cell_index)
+            if records:
+                return super().process_message({**msg, "content": {**content, "text": records}}, cell, cell_index)
+        elif kind == "error" and not any(o.get("output_type") == "error" for o in cell.outputs):
+            small = {"ename": str(content.get("ename", ""))[:200], "evalue": str(content.get("evalue", ""))[:1000]}
+            return super().process_message({**msg, "content": {**small, "traceback": [small["evalue"]]}}, cell, cell_index)
+        elif kind == "execute_input":
+            return super().process_message(msg, cell, cell_index)
+        return None
+
+    def _keep_records(self, text: str, cell: NotebookNode, cell_index: int) -> str:
+        """The check records in output dropped past the caps, kept for a test cell (up to max_record_bytes)."""
+        if not is_test_cell(cell) or RECORD_MARK not in text:
+            return ""
+        records = _records(text)
+        room = self.max_record_bytes - self._record_bytes.get(cell_index, 0)
+        records = records[:max(0, room)]
+        self._record_bytes[cell_index] = self._record_bytes.get(cell_index, 0) + len(records)
+        return ("\n" + records) if records else ""
+
+    async def _async_poll_for_reply(self, msg_id: str, cell: NotebookNode, timeout: int | None,
+                                    task_poll_output_msg: Any, task_poll_kernel_alive: Any) -> dict[str, Any]:
+        """nbclient 0.11's, but once the reply is there the cell's output is awaited while it keeps arriving."""
+        assert self.kc is not None
+        new_timeout: float | None = None
+        if timeout is not None:
+            deadline = monotonic() + timeout
+            new_timeout = float(timeout)
+        error_on_timeout_execute_reply = None
+        while True:
+            try:
+                if error_on_timeout_execute_reply:
+                    msg = error_on_timeout_execute_reply
+                    msg["parent_header"] = {"msg_id": msg_id}
+                else:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=new_timeout))
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    if self.record_timing:
+                        cell["metadata"]["execution"]["shell.execute_reply"] = timestamp(msg)
+                    await self._async_wait_for_output(task_poll_output_msg, cell)
+                    task_poll_kernel_alive.cancel()
+                    return msg
+                if new_timeout is not None:
+                    new_timeout = max(0, deadline - monotonic())
+            except Empty:
+                assert timeout is not None
+                task_poll_kernel_alive.cancel()
+                await self._async_check_alive()
+                error_on_timeout_execute_reply = await self._async_handle_timeout(timeout, cell)
+
+    async def _async_wait_for_output(self, task: Any, cell: NotebookNode) -> None:
+        """Wait for the output task to see the kernel go idle, as long as messages keep arriving. Silence for
+        `iopub_timeout` seconds means the kernel's output channel is cut (a message larger than max_message_bytes
+        was refused): no later cell's output could arrive, so the run ends at this cell (see preprocess_cell)."""
+        seen = -1
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=self.iopub_timeout)
+            if done:
+                task.result()
+                return
+            if self._messages == seen:
+                break
+            seen = self._messages
+        task.cancel()
+        self._silent = True
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
         if self._stopped:
@@ -248,27 +379,30 @@ class GradingExecute(Execute):
                 cell.outputs = [from_dict({"output_type": "error", "ename": STOPPED, "evalue": note, "traceback": [note]})]
                 cell.execution_count = None
             return cell, resources
+        self._messages, self._silent = 0, False
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
-        except CellTimeoutError as e:
-            if "IOPub" in str(e):
-                self._stop(cell, f"its output did not arrive within {self.iopub_timeout} s of the cell's end (a single "
-                                 f"output larger than {self.max_message_bytes // MIB} MiB is refused)")
-            else:
-                self._stop(cell, f"it ran longer than the cell time limit of {self.timeout} s")
+            if self._silent:
+                self._stop(cell, f"its output stopped arriving: nothing came for {self.iopub_timeout} s after the cell "
+                                 f"ended (a single output larger than {self.max_message_bytes // MIB} MiB cuts the "
+                                 f"kernel's output channel)")
+        except CellTimeoutError:
+            self._stop(cell, f"it ran longer than the cell time limit of {self.timeout} s")
         except DeadKernelError:
             self._stop(cell, "the kernel died while it ran" + self._death())
         if index in self._truncated and cell.cell_type == "code":
             limit = min(self.max_cell_output_bytes, self.max_output_bytes) // 1024
-            cell.outputs.append(from_dict({"output_type": "stream", "name": "stdout",
-                                           "text": f"\n[output truncated by the grader: a cell keeps {limit} KiB]\n"}))
+            cell.outputs.append(from_dict({"output_type": "stream", "name": "stdout", "text": (
+                f"\n[output truncated by the grader: a cell keeps {limit} KiB, a notebook "
+                f"{self.max_output_bytes // MIB} MiB; this cell received {self._cell_bytes.get(index, 0)} bytes]\n")}))
         return cell, resources
 
     def _death(self) -> str:
         """Why the sandboxed kernel died, as its supervisor saw it (a limit), if it said."""
         state = os.environ.get(STATE_ENV, "")
         try:
-            return f" ({Path(state, 'reason').read_text().strip()})"
+            with open(Path(state, "reason"), errors="replace") as f:
+                return f" ({f.read(1000).strip()})"
         except OSError:
             return " (it exited or was killed: os._exit, a crash, or the machine's memory)"
 
@@ -305,3 +439,19 @@ class JudgeChecks(NbGraderPreprocessor):
             cell.source = source  # the instructor's test, as the gradebook holds it
             cell.outputs = verdict_outputs(verdict, len(checks), note)
         return nb, resources
+
+
+class SanitizeNotebook(NbGraderPreprocessor):
+    """After judging (and before feedback): nothing a student wrote or a kernel printed can run script where the
+    notebook is shown (Formgrader, feedback pages): see `lecturelib.course.sanitize`. Markdown cells as released
+    are the course's own and stay as they are."""
+
+    release_directory = Unicode("", help="the folder of the student release (notebooks/)").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        info = resources.get("nbgrader", {})
+        path = os.path.join(self.release_directory, info.get("assignment", ""), info.get("notebook", "") + ".ipynb")
+        trusted = set()
+        if self.release_directory and os.path.isfile(path):
+            trusted = {c.source for c in read_notebook(path).cells if c.cell_type == "markdown"}
+        return clean_notebook(nb, trusted), resources

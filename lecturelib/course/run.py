@@ -18,12 +18,13 @@ import json
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from lecturelib.course import sandbox
+from lecturelib.course import cgroup, sandbox
 from lecturelib.course.layout import Course, nbgrader_env
 from lecturelib.course.preprocessors import SANDBOX_ENV
 
@@ -55,6 +56,29 @@ def _copy_files(paths: list[Path], base: Path, dest: Path) -> None:
         shutil.copy2(p, target)
 
 
+def _not_files(folder: str, names: list[str]) -> list[str]:
+    """What copytree must not copy: anything but folders and regular files (pipes and devices would block it)."""
+    return [n for n in names if not (stat.S_ISREG(m := os.lstat(os.path.join(folder, n)).st_mode) or stat.S_ISDIR(m))]
+
+
+def read_log(path: Path, limit: int = 4 * 2**20) -> str:
+    """A log's text, bounded: all of it when it is small, else its first and last `limit` / 2 bytes (a log is never
+    read whole into memory, whatever wrote to it or however sparse it is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(fd).st_size
+        if size <= limit:
+            data = f.read(limit)
+        else:
+            head = f.read(limit // 2)
+            f.seek(size - limit // 2)
+            data = head + f"\n[... {size - limit} bytes of the log not read ...]\n".encode() + f.read(limit // 2)
+    return data.decode("utf-8", errors="replace").replace("\x00", "")  # a sparse file's holes read as NULs
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -66,16 +90,21 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_private_folders() -> list[str]:
-    """Private folders of runs whose process is gone (killed): their scratch folders and sockets go too."""
+    """Private folders of runs whose process is gone (killed): their scratch folders go too, and the sockets'
+    folders of kernels whose nbgrader was killed (sandbox.socket_folder)."""
     removed = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{PRIVATE_PREFIX}*"):
-        try:
-            pid = int(folder.name[len(PRIVATE_PREFIX):].split("-", 1)[0])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not _pid_alive(pid):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(str(folder))
+    places = [(Path(tempfile.gettempdir()), PRIVATE_PREFIX)]
+    places += [(Path(base), sandbox.SOCKETS_PREFIX) for base in ("/tmp", "/dev/shm", "/var/tmp")]
+    for base, prefix in places:
+        for folder in base.glob(f"{prefix}*"):
+            try:
+                pid = int(folder.name[len(prefix):].split("-", 1)[0])
+            except ValueError:
+                continue
+            if pid != os.getpid() and not _pid_alive(pid) and not folder.is_symlink():
+                shutil.rmtree(folder, ignore_errors=True)
+                if prefix == PRIVATE_PREFIX:
+                    removed.append(str(folder))
     return removed
 
 
@@ -122,6 +151,7 @@ class Run:
                 self.notes += self.recover()
             if remove_stale_private_folders():
                 self.notes.append("removed the temporary folders of an autograde run that was killed")
+            cgroup.remove_stale(sandbox.CGROUP_PREFIX, _pid_alive)  # of sandboxes whose supervisor was killed
             self._save_state()
             self.private = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
             if self.sandboxed:
@@ -158,8 +188,8 @@ class Run:
         for p in course_files(self.course):
             group = "lecturelib" if p.is_relative_to(roots["lecturelib"]) else "course"
             _copy_files([p], roots[group], self.state / "files" / group)
-        if self.course.submitted.is_dir():
-            shutil.copytree(self.course.submitted, self.state / "submitted")
+        if self.course.submitted.is_dir():  # regular files only (screened before the run): links are kept as links
+            shutil.copytree(self.course.submitted, self.state / "submitted", symlinks=True, ignore=_not_files)
         self._write({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "running": [], "done": []})
 
     def _write(self, state: dict[str, Any]) -> None:

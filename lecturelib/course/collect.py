@@ -1,0 +1,450 @@
+"""What a submission may hold, wherever it comes from: the exchange, an LMS download, or submitted/ itself.
+
+A submission is the assignment's notebook(s), its data files (source/NN_topic's other files) and nbgrader's
+timestamp.txt, each a regular file no larger than MAX_FILE_BYTES. Anything else is refused with a message that
+names it and says why: a symbolic link (copied, it would be whatever it points to: a master in source/, the
+gradebook), a device file or a named pipe (endless or blocking reads), a folder, a stray file. The rest of the
+submission is still collected and graded.
+
+* `screen` runs before `autograde` reads submitted/: refused entries are moved to logs/autograde/refused/, a
+  student folder or assignment folder that is itself a link, or whose name is no valid student id, is not graded.
+* `SafeExchangeCollect` is `nbgrader collect` (and Formgrader's Collect button) for this course: files are
+  copied from the exchange through descriptors opened without following links, and a folder in the exchange
+  owned by another student's account is refused.
+* `collect_downloads` is `python -m lecturelib.course collect NN_topic`, in place of `nbgrader zip_collect`
+  (which the course's configuration refuses: it lets any zip member name any student, extracts zips inside zips
+  and aborts the whole class on one duplicate): each upload speaks only for the student the LMS named it after,
+  archives are checked (names, sizes, ratios, no nesting) before anything is extracted, and a bad upload costs
+  only itself.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.plugins.zipcollect import ExtractorPlugin
+
+from lecturelib.course.layout import Course
+
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")  # no markup, no path, no "--": safe in a page and a path
+MAX_FILE_BYTES = 64 * 2**20  # one notebook or data file
+MAX_UPLOAD_BYTES = 128 * 2**20  # everything one upload (a zip) expands to
+MAX_MEMBERS = 64  # entries in one student's zip
+MAX_RATIO = 200  # expanded / compressed size of one zip member larger than RATIO_FLOOR
+RATIO_FLOOR = 2**20
+ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".whl", ".jar")
+IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store", "__MACOSX", "Thumbs.db")  # editors' litter
+TIMESTAMP = "timestamp.txt"  # written by nbgrader collect: the submission time, for late penalties
+# How each LMS names the files of a bulk download: (student id, the student's own file name) from a name.
+LMS_NAMES = {
+    # STUDENT--FILE, e.g. alice--02_matmul_flops.ipynb (files named by hand, or by a script from an LMS export)
+    "course": re.compile(r"(?P<student>[A-Za-z0-9][A-Za-z0-9._@+]*(?:-[A-Za-z0-9._@+]+)*)--(?P<file>.+)"),
+    # Canvas "Download Submissions": lastnamefirstname_[LATE_]USERID_SUBMISSIONID_FILE, e.g.
+    # smithjane_12345_6789012_02_matmul_flops.ipynb; the student id is smithjane_12345 (name and Canvas user id)
+    "canvas": re.compile(r"(?P<name>[a-z0-9]+)_(?:LATE_)?(?P<id>\d+)_\d+_(?P<file>.+)"),
+}
+
+
+def kind(st: os.stat_result) -> str:
+    """What a file is, in words (from lstat)."""
+    mode = st.st_mode
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"),
+                       (stat.S_ISCHR, "a device file"), (stat.S_ISBLK, "a device file"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a regular file"
+
+
+def expected_files(course: Course, assignment: str) -> tuple[set[str], set[str]]:
+    """(notebooks, data files) a submission of `assignment` may hold: the release's notebooks, source/'s other files."""
+    notebooks = {p.name for p in (course.release / assignment).glob("*.ipynb")}
+    notebooks |= {p.name for p in course.source_notebooks(assignment)}
+    folder = course.source / assignment
+    data = {p.name for p in folder.iterdir() if not p.name.endswith(".ipynb") and p.is_file() and not p.is_symlink()} \
+        if folder.is_dir() else set()
+    return notebooks, data
+
+
+def _ignored(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED)
+
+
+def valid_student(name: str) -> bool:
+    return STUDENT_ID.fullmatch(name) is not None and "--" not in name
+
+
+# ---------------------------------------------------------------------------------------------------------
+# submitted/, before autograde reads it
+
+
+@dataclass
+class Screening:
+    """What `screen` found in one submission folder."""
+
+    gradable: bool = True
+    problems: list[str] = field(default_factory=list)  # refused: links, devices, oversized files, a bad folder
+    notes: list[str] = field(default_factory=list)  # stray files, moved aside
+
+
+def screen(course: Course, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Screening]:
+    """Check every (student, assignment) folder of submitted/ before anything reads it, and move out what a
+    submission may not hold (to logs/autograde/refused/STUDENT/ASSIGNMENT/, where the instructor can look)."""
+    found: dict[tuple[str, str], Screening] = {}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for student, assignment in pairs:
+        s = found[(student, assignment)] = Screening()
+        student_dir, folder = course.submitted / student, course.submitted / student / assignment
+        aside = course.root / "logs" / "autograde" / "refused" / stamp / "_" / student / assignment
+        if not valid_student(student):
+            s.gradable = False
+            where = (_move_aside(student_dir, aside.parent.parent / "invalid-student-id") if os.path.lexists(student_dir)
+                     else None)
+            s.problems.append(f"not graded: the folder name submitted/{student!r} is not a valid student id "
+                              f"(letters, digits and . _ @ + -)" + (f"; moved to {where.relative_to(course.root)}"
+                                                                   if where else ""))
+            continue
+        for path in (student_dir, folder):
+            if s.gradable and (path.is_symlink() or not path.is_dir()):
+                s.gradable = False
+                s.problems.append(f"not graded: {path.relative_to(course.root)} is {kind(path.lstat())}, not a folder "
+                                  f"(moved to {_move_aside(path, aside.parent.parent / path.name).relative_to(course.root)})")
+        if not s.gradable:
+            continue
+        notebooks, data = expected_files(course, assignment)
+        aside = course.root / "logs" / "autograde" / "refused" / stamp / student / assignment
+        for name in sorted(os.listdir(folder)):
+            st = os.lstat(folder / name)
+            what = kind(st)
+            if name in notebooks | data | {TIMESTAMP} and what == "a regular file" and st.st_size <= MAX_FILE_BYTES:
+                continue
+            aside.mkdir(parents=True, exist_ok=True)
+            os.rename(folder / name, aside / name)  # the entry itself, never what a link points to
+            where = aside.relative_to(course.root)
+            if what not in ("a regular file", "a folder"):
+                s.problems.append(f"refused {name}: {what} (only the assignment's own files are graded; moved to {where})")
+            elif name in notebooks | data:
+                s.problems.append(f"refused {name}: {what} of {st.st_size} bytes (at most {MAX_FILE_BYTES} are read; "
+                                  f"moved to {where})")
+            elif not _ignored(name):
+                s.notes.append(f"not graded: {name}, {what} that is not part of the assignment (moved to {where})")
+    return found
+
+
+def _move_aside(path: Path, dest: Path) -> Path:
+    """Rename `path` itself (a link stays a link) to `dest`, made unique."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    while dest.exists() or dest.is_symlink():
+        dest = dest.with_name(dest.name + "_")
+    os.rename(path, dest)
+    return dest
+
+
+# ---------------------------------------------------------------------------------------------------------
+# nbgrader collect (the exchange)
+
+
+def copy_submission(src: str, dest: str, allowed: set[str]) -> list[str]:
+    """Copy the allowed regular files of folder `src` into `dest` (made here), reading each through a descriptor
+    opened without following links; what is refused, and why."""
+    try:
+        src_fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        return [f"refused {os.path.basename(src)}: not a folder ({e.strerror})"]
+    refused = []
+    try:
+        os.makedirs(dest, exist_ok=True)
+        for name in sorted(os.listdir(src_fd)):
+            st = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
+            what = kind(st)
+            if name not in allowed or what != "a regular file":
+                if not _ignored(name):
+                    refused.append(f"refused {name}: {what}" + ("" if name in allowed else ", not a file of the assignment"))
+                continue
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src_fd)
+            with os.fdopen(fd, "rb") as source:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the look and the open
+                    refused.append(f"refused {name}: it changed while it was collected")
+                    continue
+                out = os.open(os.path.join(dest, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(out, "wb") as target:
+                    copied = _copy_bounded(source, target, MAX_FILE_BYTES)
+                if copied is None:
+                    os.unlink(os.path.join(dest, name))
+                    refused.append(f"refused {name}: larger than {MAX_FILE_BYTES} bytes")
+    finally:
+        os.close(src_fd)
+    return refused
+
+
+def _copy_bounded(source, target, limit: int) -> int | None:  # noqa: ANN001 - binary files
+    """Copy at most `limit` bytes; None (and a partial copy) when there was more."""
+    total = 0
+    while True:
+        chunk = source.read(1 << 20)
+        if not chunk:
+            return total
+        total += len(chunk)
+        if total > limit:
+            return None
+        target.write(chunk)
+
+
+class SafeExchangeCollect(ExchangeCollect):
+    """nbgrader's collect, copying only the assignment's own regular files, never through a link, and refusing a
+    submission folder that another student's account owns, or whose name is no valid student id (it would become a
+    folder of submitted/ and a name in Formgrader's pages) (c.ExchangeFactory.collect in nbgrader_config.py)."""
+
+    def init_src(self) -> None:
+        super().init_src()
+        records: list[dict] = list(getattr(self, "src_records"))  # noqa: B009 - set by nbgrader's init_src
+        for record in records:
+            if not valid_student(record["username"]):
+                self.log.error("refused the submission %r: its name is no valid student id", record["filename"])
+        self.src_records = [r for r in records if valid_student(r["username"])]
+
+    def do_copy(self, src: str, dest: str, log=None) -> None:  # noqa: ANN001 - nbgrader's signature
+        student = os.path.basename(os.path.dirname(dest))
+        owner = os.lstat(src).st_uid
+        if not self._owner_may_submit(owner, student):
+            self.log.error("refused the submission %s: it belongs to another user (uid %s), not to %s",
+                           os.path.basename(src), owner, student)
+            return
+        root = Path(self.coursedir.root)
+        course = Course(root if (root / "nbgrader_config.py").exists() else Path.cwd())
+        notebooks, data = expected_files(course, self.coursedir.assignment_id)
+        for problem in copy_submission(src, dest, notebooks | data | {TIMESTAMP}):
+            self.log.warning("%s: %s", student, problem)
+
+    @staticmethod
+    def _owner_may_submit(owner: int, student: str) -> bool:
+        """The student's own account may submit as the student; so may the instructor (one machine, no accounts)."""
+        if owner == os.getuid():
+            return True
+        try:
+            import pwd
+
+            return pwd.getpwnam(student).pw_uid == owner
+        except (ImportError, KeyError):
+            return False
+
+
+class RefuseZipCollect(ExtractorPlugin):
+    """`nbgrader zip_collect` for this course: refused, with what to run instead (c.ZipCollectApp.extractor_plugin)."""
+
+    def extract(self, archive_path: str, extracted_path: str) -> None:
+        raise RuntimeError("this course collects LMS downloads with `python -m lecturelib.course collect NN_topic` "
+                           "(nbgrader zip_collect lets a zip member name any student and opens zips inside zips)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# LMS downloads: python -m lecturelib.course collect
+
+
+def lms_name(name: str, lms: str) -> tuple[str, str] | None:
+    """(student id, file name) of a file an LMS named for one student, or None when the name does not say."""
+    m = LMS_NAMES[lms].fullmatch(name)
+    if m is None:
+        return None
+    student = m["student"] if lms == "course" else f"{m['name']}_{m['id']}"
+    return (student, m["file"]) if valid_student(student) else None
+
+
+def _normal(name: str) -> str:
+    """A file name as the student meant it: an LMS's "-1" (a resubmission) or " (1)" (a browser) dropped."""
+    stem, ext = os.path.splitext(name)
+    return re.sub(r"(-\d+| ?\(\d+\))$", "", stem) + ext
+
+
+@dataclass
+class Upload:
+    """One file of the download, as one student's upload: what it gives (file name -> bytes) or why it was refused."""
+
+    source: str  # where it is: "archive/alice--x.zip", or "archive/submissions.zip: alice--x.zip"
+    student: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    problem: str = ""
+
+
+def _member_problem(info: zipfile.ZipInfo, student: str, allowed: set[str]) -> str:
+    """Why one member of a student's zip is refused ('' if it is a file of the assignment)."""
+    name = info.filename
+    parts = name.replace("\\", "/").split("/")
+    if "\\" in name or name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in parts or "\0" in name:
+        return f"{name!r}: a path outside the archive"
+    if stat.S_ISLNK(info.external_attr >> 16):
+        return f"{name!r}: a symbolic link"
+    base = parts[-1]
+    if base.lower().endswith(ARCHIVES):
+        return f"{name!r}: an archive inside an archive (not opened)"
+    claimed = LMS_NAMES["course"].fullmatch(base)
+    if claimed and claimed["student"] != student:
+        return f"{name!r}: names another student ({claimed['student']}); an upload speaks only for its own student"
+    if _normal(base) not in allowed:
+        return f"{name!r}: not a file of the assignment"
+    return ""
+
+
+def _read_zip(data_path: Path, student: str, allowed: set[str]) -> tuple[dict[str, bytes], str]:
+    """The files a student's zip gives, checked before anything is extracted: names, count, sizes, ratios."""
+    try:
+        with zipfile.ZipFile(data_path) as z:
+            infos = [i for i in z.infolist() if not i.is_dir()
+                     and not any(_ignored(p) for p in i.filename.replace("\\", "/").split("/"))]
+            if len(infos) > MAX_MEMBERS:
+                return {}, f"{len(infos)} files (at most {MAX_MEMBERS})"
+            problems = [p for p in (_member_problem(i, student, allowed) for i in infos) if p]
+            if problems:
+                return {}, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            total = sum(i.file_size for i in infos)
+            if total > MAX_UPLOAD_BYTES or any(i.file_size > MAX_FILE_BYTES for i in infos):
+                return {}, f"it expands to {total} bytes (at most {MAX_FILE_BYTES} a file, {MAX_UPLOAD_BYTES} in all)"
+            for i in infos:
+                if i.file_size > RATIO_FLOOR and i.file_size > MAX_RATIO * max(1, i.compress_size):
+                    return {}, f"{i.filename!r} expands {i.file_size // max(1, i.compress_size)} times (a zip bomb?)"
+            names = [_normal(i.filename.replace("\\", "/").split("/")[-1]) for i in infos]
+            if len(set(names)) != len(names):
+                return {}, "it holds two files of the same name"
+            files = {}
+            for info, name in zip(infos, names):
+                with z.open(info) as member:  # zipfile stops at the declared size and checks the CRC
+                    data = member.read(info.file_size + 1)
+                if len(data) > info.file_size:
+                    return {}, f"{info.filename!r} holds more than its declared size"
+                files[name] = data
+            return files, ""
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, RuntimeError, NotImplementedError) as e:
+        return {}, f"not a readable zip ({type(e).__name__}: {str(e)[:100]})"
+
+
+def _upload(path: Path, source: str, student: str, filename: str, notebooks: set[str], data: set[str]) -> Upload:
+    """One student's upload: a notebook, a data file, or a zip of them."""
+    up = Upload(source, student)
+    allowed = notebooks | data
+    st = path.lstat()
+    if not stat.S_ISREG(st.st_mode):
+        up.problem = f"it is {kind(st)}"
+    elif filename.lower().endswith(".zip"):
+        up.files, up.problem = _read_zip(path, student, allowed)
+    elif st.st_size > MAX_FILE_BYTES:
+        up.problem = f"{st.st_size} bytes (at most {MAX_FILE_BYTES})"
+    elif filename.lower().endswith(ARCHIVES):
+        up.problem = "an archive that is not a zip"
+    else:
+        name = _normal(filename)
+        if name not in allowed and name.endswith(".ipynb") and len(notebooks) == 1:
+            name = next(iter(notebooks))  # the assignment's one notebook, renamed by the student
+        claimed = LMS_NAMES["course"].fullmatch(filename)
+        if claimed and claimed["student"] != student:
+            up.problem = f"its name names another student ({claimed['student']})"
+        elif name not in allowed:
+            up.problem = "not a file of the assignment"
+        else:
+            up.files = {name: path.read_bytes()}
+    return up
+
+
+def collect_downloads(course: Course, assignment: str, *, lms: str = "course", force: bool = False) -> tuple[list[str], list[str]]:
+    """Collect downloaded/ASSIGNMENT/archive/ into submitted/STUDENT/ASSIGNMENT/; (what was collected, problems).
+
+    Each top-level file of archive/ is one student's upload, named by the LMS (`lms`: "course" for
+    STUDENT--FILE, "canvas" for Canvas's bulk download names), or a bulk download zip whose members are such
+    uploads. An upload is a notebook, a data file, or a zip of them (no zip inside it). A student already in
+    submitted/ is left alone unless `force`."""
+    archive = course.root / "downloaded" / assignment / "archive"
+    if not archive.is_dir():
+        return [], [f"no folder {archive.relative_to(course.root)}: put the LMS's download there"]
+    notebooks, data = expected_files(course, assignment)
+    uploads: list[Upload] = []
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="lecturelib-collect-") as scratch:
+        for path in sorted(archive.iterdir()):
+            named = lms_name(path.name, lms)
+            if named is not None:
+                uploads.append(_upload(path, f"archive/{path.name}", *named, notebooks, data))
+            elif path.suffix.lower() == ".zip" and path.is_file() and not path.is_symlink():
+                uploads += _bulk(path, Path(scratch), lms, notebooks, data, problems)
+            elif not _ignored(path.name):
+                problems.append(f"archive/{path.name}: refused: its name does not name a student "
+                                f"({'STUDENT--FILE' if lms == 'course' else 'the ' + lms + ' download naming'})")
+        collected: list[str] = []
+        by_student: dict[str, list[Upload]] = {}
+        for up in uploads:
+            if up.problem:
+                problems.append(f"{up.source}: refused ({up.student}): {up.problem}")
+            else:
+                by_student.setdefault(up.student, []).append(up)
+        for student, ups in sorted(by_student.items()):
+            files: dict[str, bytes] = {}
+            for up in ups:
+                for name, content in up.files.items():
+                    if name in files and files[name] != content:
+                        problems.append(f"{up.source}: refused ({student}): another upload of {student} also gives {name}")
+                        continue
+                    files[name] = content
+            if not any(n.endswith(".ipynb") for n in files):
+                problems.append(f"{student}: no notebook in the uploads ({', '.join(u.source for u in ups)})")
+            collected += _write(course, student, assignment, files, force, problems)
+    return collected, problems
+
+
+def _bulk(path: Path, scratch: Path, lms: str, notebooks: set[str], data: set[str], problems: list[str]) -> list[Upload]:
+    """The uploads inside an LMS's bulk download zip, each checked like a top-level file (one level only)."""
+    uploads: list[Upload] = []
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                base = info.filename.replace("\\", "/").split("/")[-1]
+                if info.is_dir() or _ignored(base):
+                    continue
+                named = lms_name(base, lms)
+                source = f"archive/{path.name}: {info.filename}"
+                if named is None:
+                    problems.append(f"{source}: refused: its name does not name a student")
+                    continue
+                if info.file_size > MAX_UPLOAD_BYTES or ".." in info.filename.replace("\\", "/").split("/"):
+                    problems.append(f"{source}: refused ({named[0]}): {info.file_size} bytes or a path outside")
+                    continue
+                target = scratch / f"{len(uploads)}-{base}"
+                with z.open(info) as member, open(target, "wb") as out:
+                    if _copy_bounded(member, out, MAX_UPLOAD_BYTES) is None:
+                        problems.append(f"{source}: refused ({named[0]}): larger than declared")
+                        continue
+                uploads.append(_upload(target, source, *named, notebooks, data))
+    except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, NotImplementedError) as e:
+        problems.append(f"archive/{path.name}: refused: not a readable zip ({type(e).__name__})")
+    return uploads
+
+
+def _write(course: Course, student: str, assignment: str, files: dict[str, bytes], force: bool,
+           problems: list[str]) -> list[str]:
+    """Write one student's files into submitted/STUDENT/ASSIGNMENT/ (made afresh, never through a link)."""
+    student_dir, folder = course.submitted / student, course.submitted / student / assignment
+    for path in (course.submitted, student_dir, folder):
+        if path.is_symlink():
+            problems.append(f"{student}: not collected: {path.relative_to(course.root)} is a symbolic link")
+            return []
+    if folder.exists() and not force:
+        problems.append(f"{student}: already in submitted/ (collect again with --force to replace it)")
+        return []
+    staging = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=_ensure(student_dir)))
+    for name, content in files.items():
+        (staging / name).write_bytes(content)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.rename(staging, folder)
+    return [f"{student}: {', '.join(sorted(files))}"]
+
+
+def _ensure(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
