@@ -211,3 +211,6 @@ def serving_explorer(
                                       value=device, description="device"),
     }
     return explore(draw_serving, controls, show=show)
+
+
+

@@ -700,3 +700,89 @@ def test_serving_figure_draws_roofs_batch_and_memory():
     assert [p.get_height() for p in right.patches] == [10.0, 5.0]  # GB of weights, then of KV cache
     with pytest.raises(ValueError):
         plots.serving_figure([1], [1e-4], [1e-3], batch=0, weight_bytes=1, kv_bytes=1, capacity_bytes=1, title="t")
+
+
+def test_sparse_matmul_figure_draws_times_bytes_and_crossover():
+    fig = plots.sparse_matmul_figure([0.0, 0.5, 0.9], [2e-3, 2e-3, 2e-3], [8e-3, 4e-3, 1e-3],
+                                     [4 * 2**20] * 3, [12 * 2**20, 6 * 2**20, 1.2 * 2**20], crossover=0.9)
+    left, right = fig.axes
+    dense, csr, crossover = left.lines
+    assert list(dense.get_xdata()) == [0.0, 50.0, 90.0]  # percent of zeros
+    assert list(csr.get_ydata()) == [8.0, 4.0, 1.0]  # ms
+    assert list(crossover.get_xdata()) == [90.0, 90.0]  # a vertical line at the crossover
+    assert list(right.lines[1].get_ydata()) == [12.0, 6.0, 1.2]  # MiB
+    assert left.get_yscale() == "log"
+
+
+def test_sparse_matmul_figure_without_crossover_and_bad_input():
+    fig = plots.sparse_matmul_figure([0.1], [1e-3], [2e-3], [1.0], [2.0])
+    assert len(fig.axes[0].lines) == 2  # no crossover line
+    with pytest.raises(ValueError):
+        plots.sparse_matmul_figure([1.5], [1e-3], [2e-3], [1.0], [2.0])  # not a fraction
+    with pytest.raises(ValueError):
+        plots.sparse_matmul_figure([0.1, 0.2], [1e-3, 1e-3], [2e-3], [1.0, 1.0], [2.0, 2.0])
+
+
+def test_pruning_speed_figure_draws_series_and_guides():
+    fig = plots.pruning_speed_figure({"units removed": ([1.0, 0.5, 0.25], [1.0, 0.52, 0.27]),
+                                      "zeros, dense kernel": ([0.5, 0.1], [1.0, 0.98])})
+    (ax,) = fig.axes
+    units, zeros, proportional, flat = ax.lines
+    assert list(units.get_ydata()) == [1.0, 0.52, 0.27] and list(zeros.get_xdata()) == [0.5, 0.1]
+    assert list(proportional.get_xdata()) == [0.1, 1.0] == list(proportional.get_ydata())  # y = x from the least kept
+    assert list(flat.get_ydata()) == [1.0, 1.0]
+    with pytest.raises(ValueError):
+        plots.pruning_speed_figure({"bad": ([2.0], [1.0])})  # more than all the work
+    with pytest.raises(ValueError):
+        plots.pruning_speed_figure({})
+
+
+def test_pruning_accuracy_figure_draws_before_and_after_per_method():
+    fig = plots.pruning_accuracy_figure({"magnitude": ([0.5, 0.9], [0.9, 0.4], [0.92, 0.8])},
+                                        dense_accuracy=0.93, chance_accuracy=0.2)
+    (ax,) = fig.axes
+    before, after, dense, chance = ax.lines
+    assert list(before.get_xdata()) == [50.0, 90.0] and list(before.get_ydata()) == [90.0, 40.0]
+    assert before.get_linestyle() == "--" and after.get_linestyle() == "-"
+    assert list(after.get_ydata()) == [92.0, 80.0]
+    assert list(dense.get_ydata()) == [93.0, 93.0] and list(chance.get_ydata()) == [20.0, 20.0]
+    with pytest.raises(ValueError):
+        plots.pruning_accuracy_figure({"m": ([0.5], [0.9, 0.8], [0.9])}, dense_accuracy=0.9, chance_accuracy=0.1)
+
+
+def test_distillation_temperature_figure_draws_bars_curves_and_marker():
+    fig = plots.distillation_temperature_figure(
+        4.0, {"teacher": [0.7, 0.2, 0.1], "student": [0.4, 0.3, 0.3]}, [1.0, 2.0, 4.0],
+        {"lecture": [1.0, 0.3, 0.08], "× T²": [1.0, 1.2, 1.28]})
+    left, right = fig.axes
+    assert [p.get_height() for p in left.patches] == [0.7, 0.2, 0.1, 0.4, 0.3, 0.3]
+    lecture, hinton, guide, marker = right.lines
+    assert list(hinton.get_ydata()) == [1.0, 1.2, 1.28]
+    assert list(guide.get_ydata()) == [16 * 0.08, 4 * 0.08, 0.08]  # ∝ T⁻² through the first series' last point
+    assert list(marker.get_xdata()) == [4.0, 4.0]
+    assert (right.get_xscale(), right.get_yscale()) == ("log", "log")
+    with pytest.raises(ValueError):
+        plots.distillation_temperature_figure(4.0, {"a": [0.5, 0.5], "b": [1.0]}, [1.0], {"g": [1.0]})
+    with pytest.raises(ValueError):
+        plots.distillation_temperature_figure(0.0, {"a": [1.0]}, [1.0], {"g": [1.0]})
+
+
+def test_distillation_accuracy_figure_draws_series_and_references():
+    fig = plots.distillation_accuracy_figure([1.0, 4.0], {"× T²": [0.8, 0.85]}, references={"hard labels": 0.78})
+    (ax,) = fig.axes
+    series, reference = ax.lines
+    assert list(series.get_ydata()) == [80.0, 85.0] and list(reference.get_ydata()) == [78.0, 78.0]
+    with pytest.raises(ValueError):
+        plots.distillation_accuracy_figure([1.0, 4.0], {"a": [0.8]}, references={})
+    with pytest.raises(ValueError):
+        plots.distillation_accuracy_figure([1.0], {"a": [0.8]}, references={"r": 1.5})
+
+
+def test_compression_figure_draws_one_bar_per_version():
+    fig = plots.compression_figure(["dense", "int4"], [16e9, 4.5e9], [6e-3, 2e-3], [0.93, 0.9])
+    left, right = fig.axes
+    assert [p.get_width() for p in left.patches] == [6.0, 2.0]  # ms
+    assert [round(p.get_width(), 6) for p in right.patches] == [93.0, 90.0]  # percent
+    assert any("16.0 GB" in t.get_text() for t in left.texts)
+    with pytest.raises(ValueError):
+        plots.compression_figure(["a"], [1.0, 2.0], [1.0], [0.5])

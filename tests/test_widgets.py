@@ -158,3 +158,6 @@ def test_serving_explorer_formats_times_and_rates() -> None:
 
     assert [_seconds(30.3), _seconds(0.00429), _seconds(8.52e-5)] == ["30.3 s", "4.29 ms", "85.2 µs"]
     assert [_number(2.84), _number(2900.4)] == ["2.84", "2,900"]
+
+
+
