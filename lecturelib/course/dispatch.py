@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ class Local:
         self.root, self.workers = root, max(1, workers)
         self.notes: list[str] = []
 
-    def run(self, tasks: list[Task], kits: dict[str, Kit]) -> Iterator[Result]:
+    def run(self, tasks: list[Task], kits: dict[str, Kit]) -> Generator[Result, None, None]:
         task.use_course(self.root)
         pool = ThreadPoolExecutor(max_workers=self.workers)
         try:
@@ -66,7 +66,7 @@ class Cluster:
         self.dashboard = ""
         self.workers = 0
 
-    def run(self, tasks: list[Task], kits: dict[str, Kit]) -> Iterator[Result]:
+    def run(self, tasks: list[Task], kits: dict[str, Kit]) -> Generator[Result, None, None]:
         from distributed import Client
         from distributed import as_completed as completed
 
