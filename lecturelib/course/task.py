@@ -30,12 +30,14 @@ import tempfile
 import threading
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook
+from sqlalchemy.exc import SAWarning
 from nbgrader.converters import Autograde
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import (
@@ -580,7 +582,8 @@ def save(course: Course, result: Result) -> None:
     db_url = f"sqlite:///{course.gradebook}?timeout=120"
     stamp_file = course.submitted / result.student / result.assignment / "timestamp.txt"
     stamp = stamp_file.read_text().strip() if stamp_file.is_file() else ""
-    with Gradebook(db_url) as gb:
+    with warnings.catch_warnings(), Gradebook(db_url) as gb:
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush notices, as in `nbgrader autograde`
         timestamp = parse_utc(stamp) if stamp else None
         if timestamp:
             gb.update_or_create_submission(result.assignment, result.student, timestamp=timestamp)
