@@ -87,7 +87,7 @@ def main() -> None:
 
             os.environ[COURSE_ENV] = str(course.root)
             with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
-                              dashboard_address=None, memory_limit=0, preload=["lecturelib.course.worker"],
+                              dashboard_address=":0", memory_limit=0, preload=["lecturelib.course.worker"],
                               silence_logs=50) as lc:
                 start = time.perf_counter()
                 report = autograde(course, [a], scheduler=lc.scheduler_address)

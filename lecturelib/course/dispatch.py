@@ -88,7 +88,7 @@ class Cluster:
             futures = {client.submit(task.grade, t, shipped[t.assignment], pure=False, resources=resource,
                                      key=f"grade-{t.assignment}-{t.student}-{time.time_ns()}"): t for t in tasks}
             try:
-                for future in completed(futures):
+                for future in completed(futures, loop=client.loop):
                     try:
                         yield future.result()
                     except Exception as e:  # noqa: BLE001 - KilledWorker, a lost scheduler: reported, never raised
