@@ -1,9 +1,11 @@
-"""`python -m lecturelib.course build|check|collect|autograde|audit|feedback|grades|bundle`: the instructor's commands."""
+"""`python -m lecturelib.course build|check|collect|autograde|worker|audit|feedback|grades|bundle`: the instructor's
+commands."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable
 from lecturelib.course.build import build, check
 from lecturelib.course.bundle import BundleError, bundle
 from lecturelib.course.collect import LMS_NAMES, collect_downloads
+from lecturelib.course.dispatch import ClusterError
 from lecturelib.course.feedback import feedback
 from lecturelib.course.layout import Course, find_root, repair_gradebook, scripts_on_path
 from lecturelib.course.run import RunLocked
@@ -57,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="memory each process of a kernel's sandbox may allocate, in GiB (default %(default)g)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="grade without the bubblewrap sandbox (where it cannot run): kernels then run with your rights")
+    p.add_argument("--scheduler", metavar="tcp://HOST:8786", default="",
+                   help="grade on the workers of this Dask scheduler (started with `course worker`) instead of here")
+    p = sub.add_parser("worker", help="start a Dask worker that grades for this course (see README: Grading a large class)")
+    p.add_argument("scheduler", metavar="tcp://HOST:8786")
+    p.add_argument("--nthreads", type=int, default=os.cpu_count() or 1,
+                   help="submissions it grades at once (default: its cores, %(default)s)")
+    p.add_argument("--name", help="the worker's name on the dashboard")
     p = sub.add_parser("audit", help="report submitted code that tampers with grading")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p = sub.add_parser("feedback", help="generate feedback that never shows hidden tests")
@@ -78,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 2
+    if args.command == "worker":
+        from lecturelib.course import worker
+
+        os.environ["LECTURELIB_COURSE"] = str(course.root)
+        cmd = worker.command(args.scheduler, args.nthreads, args.name, [])
+        os.execv(cmd[0], cmd)  # the worker is `dask worker` itself: its signals, its exit status
     for note in repair_gradebook(course):
         print(note)
     if args.command == "build":
@@ -94,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report = autograde(course, _assignments(course, args.assignments), workers=args.workers,
                                students=args.students, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
-                               sandboxed=not args.no_sandbox, limits=Limits(memory_bytes=int(args.memory_limit * GIB)))
-        except (SandboxUnavailable, RunLocked) as e:
+                               sandboxed=not args.no_sandbox, limits=Limits(memory_bytes=int(args.memory_limit * GIB)),
+                               scheduler=args.scheduler, progress_bar=True)
+        except (SandboxUnavailable, RunLocked, ClusterError) as e:
             print(e, file=sys.stderr)
             return 2
         print(format_table(report.outcomes) if report.outcomes else "no submissions in submitted/")

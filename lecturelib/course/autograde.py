@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
-import re
-import shutil
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +20,10 @@ from lecturelib.course.collect import screen
 from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
 from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
 from lecturelib.course.preprocessors import SANDBOX_ENV
-from lecturelib.course.run import Run, read_log
+from lecturelib.course.dispatch import Cluster, ClusterError, Local, Progress
+from lecturelib.course.run import Run
+from lecturelib.course.task import Result, Settings, course_version, make_kit, make_task
+from lecturelib.course.task import save as task_save
 
 SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
 NO_SANDBOX_RISK = (
@@ -111,113 +107,15 @@ def _invalid_notebooks(folder: Path, root: Path) -> list[str]:
     return problems
 
 
-def _last_error(log: str) -> str:
-    """The most telling line of a failed nbgrader run: the exception that ended it, else its first ERROR."""
-    raised = [ln.strip() for ln in log.splitlines() if re.match(r"\s*[\w.]*(Error|Exception)\b.*:", ln)]
-    errors = [ln.split("] ", 1)[-1] for ln in log.splitlines() if "| ERROR]" in ln]
-    useful = [e for e in errors if not e.startswith(("There was an error", "Traceback", "Please see"))]
-    return (raised[-1:] or useful or ["nbgrader autograde failed"])[0][:200]
+def _tell(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
-def _kill_leftovers(state: Path) -> bool:
-    """Kill whatever of a submission's sandboxes still runs after its nbgrader ended (there should be nothing)."""
-    pids = [int(p) for line in (state / "pids").read_text().split("\n") if line
-            for p in line.split() if p.isdigit() and int(p) > 0] if (state / "pids").exists() else []
-    alive = []
-    deadline = time.monotonic() + 3  # a kernel shut down a moment ago may still be exiting
-    for pid in pids:
-        while _sandbox_process(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _sandbox_process(pid):
-            alive.append(pid)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    return bool(alive)
-
-
-def _sandbox_process(pid: int) -> bool:
-    """Whether `pid` is still a sandbox's supervisor or bwrap (not a zombie, not a recycled pid)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read()
-    except (OSError, IndexError):
-        return False
-    return b"lecturelib.course.sandbox" in cmdline or b"bwrap" in cmdline
-
-
-def _grade_one(course: Course, run: Run, student: str, assignment: str, timeout_s: float,
-               cell_timeout_s: int | None, log_dir: Path) -> Outcome:
-    """Run `nbgrader autograde` for one submission in its own process group and private folder; never raises."""
-    out = Outcome(student, assignment)
-    start = time.perf_counter()
-    folder = course.submitted / student / assignment
-    out.problems = _invalid_notebooks(folder, course.root)
-    if out.problems:
-        return out
-    before = digest(folder)
-    private = run.submission_folder()
-    log_path = log_dir / f"{student}--{assignment}.log"
-    rc: int | None = -1
-    try:
-        backup = private / "submitted"
-        shutil.copytree(folder, backup)
-        cmd = [sys.executable, "-I", "-W", "ignore", "-m", "nbgrader", "autograde", assignment,
-               "--student", student, "--force"]
-        if cell_timeout_s is not None:
-            cmd.append(f"--Execute.timeout={cell_timeout_s}")
-        with open(log_path, "w") as log_file:
-            proc = subprocess.Popen(cmd, cwd=course.root, stdout=log_file, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=run.env(private), preexec_fn=_die_with_parent)
-            run.processes.add(proc)
-            try:
-                rc = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # nbgrader; its kernel's supervisor dies with it, and the sandbox
-                proc.wait()
-                rc = None
-            finally:
-                run.processes.discard(proc)
-        if _kill_leftovers(private / "state"):
-            out.problems.append("a process of its sandbox outlived grading (killed)")
-        if digest(folder) != before:
-            shutil.rmtree(folder)
-            shutil.copytree(backup, folder)
-            out.problems.append("the submission changed its own submitted files while graded (restored)")
-    finally:
-        shutil.rmtree(private, ignore_errors=True)  # TMPDIR, scratch folder, kernel sockets: always
-    log = read_log(log_path)  # bounded: never a whole file in memory
-    if rc is None:
-        out.problems.append(f"could not be graded: took longer than {timeout_s:.0f} s")
-    elif rc != 0:
-        out.problems.append(f"could not be graded: {_last_error(log)}")
-    else:
-        out.graded = True
-    stopped = re.findall(r"cell (\S+): the grader stopped here: (.*); the cells after it were not run", log)
-    if stopped:
-        out.notes.append(f"stopped at {stopped[0][0]}: {stopped[0][1]}; the cells after it scored 0")
-    restored = re.findall(r"cell (\S+) was missing from the submission", log)
-    if restored:
-        out.notes.append(f"restored deleted cells: {', '.join(restored)}")
-    out.seconds = time.perf_counter() - start
-    return out
-
-
-_PRCTL: Any = None  # prctl, resolved here and not in the child: the child of a threaded process must not import
-try:
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    pass
-
-
-def _die_with_parent() -> None:
-    """In nbgrader's process: die (SIGKILL) with the autograde process, so a killed run leaves no grading behind."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _outcome(result: Result, log_dir: Path) -> Outcome:
+    """The Outcome of a worker's Result; its log in logs/autograde/STUDENT--ASSIGNMENT.log."""
+    (log_dir / f"{result.student}--{result.assignment}.log").write_text(result.log)
+    return Outcome(result.student, result.assignment, graded=result.graded, problems=list(result.problems),
+                   notes=list(result.notes), seconds=result.seconds)
 
 
 def _ensure_gradebook(course: Course, assignments: list[str], students: list[str]) -> list[str]:
@@ -296,14 +194,17 @@ class Report:
 
 def autograde(course: Course, assignments: list[str], *, workers: int = 1, students: list[str] | None = None,
               timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: int | None = None, sandboxed: bool = True,
-              limits: sandbox.Limits | None = None) -> Report:
-    """Autograde every submission of `assignments` (of `students`) with `workers` in parallel, each kernel in a
-    sandbox (`sandboxed=False` only when the instructor accepts NO_SANDBOX_RISK), then verify the whole run."""
+              limits: sandbox.Limits | None = None, scheduler: str = "", progress_bar: bool = False) -> Report:
+    """Autograde every submission of `assignments` (of `students`) with `workers` in parallel, or on the Dask
+    cluster of `scheduler` (tcp://HOST:8786), each kernel in a sandbox (`sandboxed=False` only when the instructor
+    accepts NO_SANDBOX_RISK), then verify the whole run. Submissions a run that was interrupted had graded are not
+    graded again (`Run.finished`)."""
     scripts_on_path()
     pairs = submissions(course, assignments, students)
     if not pairs:
         return Report([])
-    check_sandbox(sandboxed)
+    if not scheduler:  # on a cluster each worker checks its own sandbox (and refuses without one)
+        check_sandbox(sandboxed)
     screened = screen(course, pairs)  # before anything reads submitted/: links, devices, stray files moved out
     # CPU time per process: what all cores could use in the submission's time, a backstop only
     limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
@@ -314,35 +215,60 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
         log_dir = course.root / "logs" / "autograde"
         guard, check, in_flight = Guard(course), RunCheck(course, run.state / "submitted"), set()
         told: dict[tuple[str, str], list[str]] = {}  # what the guard found while a submission was running
-
-        def grade(pair: tuple[str, str]) -> Outcome:
-            with guard.lock:
+        version = course_version(course.root)
+        run.resume(version)
+        kits = {a: make_kit(course.root, a, version) for a in sorted({a for _, a in pairs})}
+        settings = Settings(sandboxed=sandboxed, limits=limits, timeout_s=timeout_s, cell_timeout_s=cell_timeout_s,
+                            threads=None if scheduler else run.threads)
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        tasks = []
+        for pair in pairs:
+            found = screened[pair]
+            out = Outcome(*pair, problems=found.problems + (_invalid_notebooks(course.submitted / pair[0] / pair[1],
+                                                                                course.root) if found.gradable else []),
+                          notes=list(found.notes))
+            if pair in run.finished and (course.autograded / pair[0] / pair[1]).is_dir():
+                out.graded = True  # graded and verified by the run that was interrupted: not graded twice
+                out.notes.append("graded by the autograde run that was interrupted")
+            elif found.gradable and not out.problems:
+                tasks.append(make_task(course, *pair, settings))
                 in_flight.add(pair)
                 run.mark(pair, done=False)
-            found = screened[pair]
-            out = (_grade_one(course, run, pair[0], pair[1], timeout_s, cell_timeout_s, log_dir) if found.gradable
-                   else Outcome(*pair))
-            out.problems[:0], out.notes[:0] = found.problems, found.notes
-            check.graded(pair, out.graded)
-            with guard.lock:
-                in_flight.discard(pair)
-                for suspect, problems in guard.verify(pair, in_flight).items():
-                    told.setdefault(suspect, []).extend(problems)
-                out.problems += told.pop(pair, [])
-                run.mark(pair, done=True)
-            return out
-
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            try:
-                outcomes = list(pool.map(grade, pairs))
-            except BaseException:
-                run.stop()
-                raise
+                continue
+            outcomes[pair] = out
+        engine: Local | Cluster = (Cluster(scheduler, version, tell=_tell if progress_bar else None) if scheduler
+                                   else Local(course.root, workers))
+        progress = Progress(len(tasks), enabled=progress_bar)
+        results = engine.run(tasks, kits)
+        try:
+            for result in results:
+                pair = (result.student, result.assignment)
+                if pair in outcomes:  # already saved: a result never counts twice
+                    continue
+                with guard.lock:
+                    in_flight.discard(pair)
+                    if not result.refused:
+                        task_save(course, result)
+                        check.graded(pair, result.graded)
+                    out = _outcome(result, log_dir)
+                    out.problems[:0], out.notes[:0] = screened[pair].problems, screened[pair].notes
+                    for suspect, problems in guard.verify(pair, in_flight).items():
+                        told.setdefault(suspect, []).extend(problems)
+                    out.problems += told.pop(pair, [])
+                    if not result.refused:
+                        run.mark(pair, done=True)
+                outcomes[pair] = out
+                progress.done(failed=not out.graded)
+        finally:
+            results.close()  # interrupted: the engine stops what still runs (no kernel outlives the run)
+            progress.close()
+        notes += engine.notes
         by_pair, others = check.finish()
-        for o in outcomes:
+        ordered = [outcomes[pair] for pair in pairs]
+        for o in ordered:
             o.problems += by_pair.get((o.student, o.assignment), [])
-        _read_scores(course, outcomes)
-    return Report(outcomes, notes + others)
+        _read_scores(course, ordered)
+    return Report(ordered, notes + others)
 
 
 def score_text(o: Outcome) -> str:

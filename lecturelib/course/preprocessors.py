@@ -20,7 +20,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.client import timestamp
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from lecturelib.course.layout import cell_stdout, is_test_cell, nbgrader_meta, read_notebook
 from lecturelib.course.sanitize import clean_notebook
@@ -224,6 +224,7 @@ class GradingExecute(Execute):
     * After a cell's reply, its remaining output is waited for as long as it keeps coming (no deadline while
       messages arrive; `iopub_timeout` seconds of silence end the wait): a slow or loaded machine never turns a
       flood of output into lost points, and the cell's result and every later cell stand.
+    * After the last cell (or a stop) the kernel is ended at once, its sandbox with it (`_async_end_kernel`).
     """
 
     interrupt_on_timeout = Bool(False, help="kill the kernel instead: a broken kernel need not answer").tag(config=True)
@@ -234,6 +235,7 @@ class GradingExecute(Execute):
     max_output_bytes = Integer(16 * MIB, help="bytes of messages the whole notebook may receive and keep").tag(config=True)
     max_record_bytes = Integer(64 * 1024, help="check records a test cell keeps past the caps").tag(config=True)
     max_message_bytes = Integer(64 * MIB, help="largest message read from the kernel").tag(config=True)
+    kill_after_s = Float(5.0, help="seconds a kernel ended with SIGTERM may take before SIGKILL").tag(config=True)
 
     def reset_execution_trackers(self) -> None:
         super().reset_execution_trackers()
@@ -413,11 +415,31 @@ class GradingExecute(Execute):
         note = f"the grader stopped here: {what}; the cells after it were not run"
         self.log.error("cell %s: %s", where, note)
         cell.outputs.append(from_dict({"output_type": "error", "ename": STOPPED, "evalue": note, "traceback": [note]}))
-        if self.km is not None:
-            try:
-                run_sync(self.km.shutdown_kernel)(now=True)  # at once: a broken kernel would not answer a request
-            except Exception as e:  # noqa: BLE001 - already dead, or dying: the run goes on without it
-                self.log.warning("could not shut the kernel down: %s", e)
+        try:
+            run_sync(self._async_end_kernel)()  # at once: a broken kernel would not answer a request
+        except Exception as e:  # noqa: BLE001 - already dead, or dying: the run goes on without it
+            self.log.warning("could not shut the kernel down: %s", e)
+
+    async def _async_end_kernel(self) -> None:
+        """End the kernel now: SIGTERM to its process group (the sandbox's supervisor then kills the sandbox, removes its
+        cgroup and exits; a kernel without the sandbox exits), SIGKILL if anything is left after `kill_after_s`. Never
+        the graceful shutdown: the graded kernel has nothing left to do, and one that imported torch spends seconds
+        in its interpreter's final garbage collection before it exits."""
+        provisioner = getattr(self.km, "provisioner", None) if self.km is not None else None
+        if provisioner is None or not provisioner.has_process:
+            return
+        try:
+            await provisioner.terminate()
+            await asyncio.wait_for(provisioner.wait(), timeout=self.kill_after_s)
+        except (asyncio.TimeoutError, OSError):
+            await provisioner.kill()
+            await provisioner.wait()
+
+    async def _async_cleanup_kernel(self) -> None:
+        await self._async_end_kernel()
+        await super()._async_cleanup_kernel()  # the kernel is gone: its connection file and sockets are removed
+
+    _cleanup_kernel = run_sync(_async_cleanup_kernel)
 
 
 class JudgeChecks(NbGraderPreprocessor):

@@ -131,6 +131,8 @@ class Run:
         self.logs = course.root / "logs" / "autograde"
         self.state = self.logs / "run"
         self.notes: list[str] = []
+        self.finished: set[tuple[str, str]] = set()  # graded by an interrupted run of this course version (`resume`)
+        self._interrupted: dict[str, Any] = {}  # the state of a run that was killed or interrupted
         self.private = Path()
         self.sandbox_config: Path | None = None
         self._lock: Any = None
@@ -149,6 +151,9 @@ class Run:
         try:
             if self.state.exists():
                 self.notes += self.recover()
+            elif (self.logs / "resume.json").is_file():  # a run stopped by Ctrl-C or SIGTERM: nothing to restore
+                self._interrupted = self._read(self.logs / "resume.json")
+            (self.logs / "resume.json").unlink(missing_ok=True)
             if remove_stale_private_folders():
                 self.notes.append("removed the temporary folders of an autograde run that was killed")
             cgroup.remove_stale(sandbox.CGROUP_PREFIX, _pid_alive)  # of sandboxes whose supervisor was killed
@@ -173,7 +178,21 @@ class Run:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def resume(self, version: str) -> set[tuple[str, str]]:
+        """Submissions graded and verified by a run of this course `version` (lecturelib and the release) that was
+        killed or interrupted before it ended: this run need not grade them again (kept in `finished`)."""
+        state = self._read()
+        state["version"] = version
+        self._write(state)
+        if self._interrupted.get("version") == version:
+            self.finished = {tuple(k.split("/", 1)) for k in self._interrupted.get("done", []) if "/" in k}  # type: ignore[misc]
+        return self.finished
+
     def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None and self.state.is_dir():  # interrupted: the next run resumes where this one was
+            state = self._read()
+            if state.get("done"):
+                (self.logs / "resume.json").write_text(json.dumps({**state, "running": []}))
         if self.private != Path():
             shutil.rmtree(self.private, ignore_errors=True)
         shutil.rmtree(self.state, ignore_errors=True)  # the run ended (not killed): nothing to repair next time
@@ -197,9 +216,9 @@ class Run:
         tmp.write_text(json.dumps(state))
         tmp.replace(self.state / "state.json")
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self, path: Path | None = None) -> dict[str, Any]:
         try:
-            return dict(json.loads((self.state / "state.json").read_text()))
+            return dict(json.loads((path or self.state / "state.json").read_text()))
         except (OSError, ValueError):
             return {"pid": "?", "started": "?", "running": [], "done": []}
 
@@ -213,7 +232,7 @@ class Run:
 
     def recover(self) -> list[str]:
         """Repair what a killed run may have left: restore the course files and submissions it kept."""
-        state = self._read()
+        state = self._interrupted = self._read()
         aside = self.logs / f"interrupted-{time.strftime('%Y%m%d-%H%M%S')}"
         restored = []
         roots = _kept_roots(self.course)

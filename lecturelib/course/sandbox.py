@@ -537,6 +537,17 @@ def supervise(config: Config, argv: list[str], *, writable: list[str], files: di
             call(child)
     open_pipe, next_check = True, time.monotonic() + POLL_S
     while True:
+        if _ENDED:  # SIGTERM from the grader: the kernel is done with, end the sandbox now (at most POLL_S later)
+            _note(state, "reason", "the grader ended it")
+            proc.kill()
+            if child:  # never 0: that would be our own process group
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except (ProcessLookupError, OverflowError):
+                    pass
+            proc.wait()
+            code = proc.returncode
+            break
         if open_pipe:
             readable, _, _ = select.select([output.fd], [], [], max(0.0, next_check - time.monotonic()))
             if readable:
@@ -679,6 +690,13 @@ def bench(n: int) -> str:
             f"({boxed - plain:+.2f} s a kernel); once a run: {setup_s:.2f} s (configuration, matplotlib's font list)")
 
 
+_ENDED: list[int] = []  # the signal that asked the supervisor to end its sandbox (SIGTERM), once received
+
+
+def _end(signum: int, frame: object) -> None:
+    _ENDED.append(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The kernelspec's command: CONFIG CONNECTION_FILE [KERNEL ARGS...]; or --bench [N]."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -689,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -I -m lecturelib.course.sandbox CONFIG CONNECTION_FILE [KERNEL ARGS]", file=sys.stderr)
         return 2
     _die_with_parent()
+    signal.signal(signal.SIGTERM, _end)  # the grader ends the kernel: the sandbox goes, its cgroup removed
     config = Config.read(args[0])
     state = os.environ.get(STATE_ENV, "")
     try:
