@@ -224,13 +224,14 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
         tasks = []
         for pair in pairs:
             found = screened[pair]
-            out = Outcome(*pair, problems=found.problems + (_invalid_notebooks(course.submitted / pair[0] / pair[1],
-                                                                                course.root) if found.gradable else []),
-                          notes=list(found.notes))
+            # what screening refused (a link, a pipe) is reported, and the notebook graded all the same; a notebook
+            # that cannot be read is not graded
+            invalid = _invalid_notebooks(course.submitted / pair[0] / pair[1], course.root) if found.gradable else []
+            out = Outcome(*pair, problems=found.problems + invalid, notes=list(found.notes))
             if pair in run.finished and (course.autograded / pair[0] / pair[1]).is_dir():
                 out.graded = True  # graded and verified by the run that was interrupted: not graded twice
                 out.notes.append("graded by the autograde run that was interrupted")
-            elif found.gradable and not out.problems:
+            elif found.gradable and not invalid:
                 tasks.append(make_task(course, *pair, settings))
                 in_flight.add(pair)
                 run.mark(pair, done=False)

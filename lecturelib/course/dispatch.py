@@ -55,6 +55,7 @@ class Local:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            task.release()
 
 
 class Cluster:

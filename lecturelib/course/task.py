@@ -259,6 +259,16 @@ class _Host:
         for process in children:
             _kill_group(process.pid)
 
+    def release(self) -> None:
+        """Remove the private folder (throwaway courses, sandbox configurations) once no grading runs: a run on
+        one machine leaves nothing in the temporary folder; the next run here makes a new one."""
+        with self.lock:
+            if self.children:
+                return
+            private, self.private, self.sandboxes = self.private, None, {}
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
+
 
 _HOST = _Host()
 
@@ -280,6 +290,11 @@ def warm() -> None:
 def stop_all() -> None:
     """Kill the grading processes running in this process (an interrupted run)."""
     _HOST.stop_all()
+
+
+def release() -> None:
+    """The run in this process ended: remove its private folder."""
+    _HOST.release()
 
 
 def host_version() -> str:
