@@ -1,12 +1,14 @@
 """The autograding round trip through real nbgrader, for every notebook in source/, every kernel sandboxed.
 
-Every assignment is built into one scratch course. Each gets an honest submission, the untouched release and
-one with an exercise wrong and another skipped; the pilot assignment also gets every hostile submission
-(cheating, crashing, broken, edited cells, and attacks on the grader itself: planted code, the gradebook,
-other students' files, detached processes, broken builtins, floods of output, fork bombs, litter and kills),
-between honest students. `python -m lecturelib.course autograde` grades the whole class with two workers,
-then regrades the pilot's attackers and the honest students around them: every score must be what the submission's answers deserve, and nothing an
-attacker planted or started may survive outside its sandbox.
+Every assignment's committed release goes into one scratch course (test_course_build checks it is what `build`
+makes). Each gets an honest submission, the untouched release and one with an exercise wrong and another skipped
+(and its registered wrong builds, tests/wrong_answers/); the pilot assignment also gets every hostile submission
+(cheating, crashing, hanging, broken, edited cells). The attacks on the grader itself (planted code, the gradebook,
+other students' files, detached processes, broken builtins, floods of output, fork bombs, litter and kills) go to
+a two-exercise toy assignment, between honest students, in the same run. `python -m lecturelib.course autograde`
+grades the whole class with two workers, then regrades the attackers and the honest students around them: every
+score must be what the submission's answers deserve, and nothing an attacker planted or started may survive
+outside its sandbox.
 """
 
 from __future__ import annotations
@@ -31,10 +33,9 @@ from nbformat.notebooknode import NotebookNode
 from lecturelib.course import sandbox
 from lecturelib.course.audit import audit
 from lecturelib.course.autograde import Outcome, Report, autograde, score_text
-from lecturelib.course.build import build
 from lecturelib.course.feedback import _plain, feedback, hidden_lines
 from lecturelib.course.guard import gradebook_cells
-from lecturelib.course.layout import Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook
+from lecturelib.course.layout import Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook, write_notebook
 from lecturelib.course.reference import MARK, reference_chunks
 from wrong_answers import Wrong
 from wrong_answers import load as load_wrong
@@ -47,6 +48,10 @@ ASSIGNMENTS = [a for a in Course(ROOT).assignments() if not ONLY or a in ONLY]
 # mechanisms are the same for every notebook, so one class of them is enough and keeps CI within budget.
 PILOT = "02_matmul_flops" if "02_matmul_flops" in ASSIGNMENTS else None
 CELL_TIMEOUT_S = 30  # per cell while these tests grade; the endless loop and broken builtins cost this much
+# The attackers on the grader itself (files planted, the gradebook rewritten, processes left behind, builtins broken,
+# floods, fork bombs) submit to a two-exercise toy assignment graded in the same run as the class, between honest
+# students: what they try does not depend on the notebook, and a toy runs in a second where the pilot takes ten.
+TOY = "99_attack_toy"
 ATTACK = "lecturelib-attack"  # in every file an attacker plants and every process it starts
 NO_SANDBOX = sandbox.unavailable()
 
@@ -439,7 +444,27 @@ def add_hostile_class(course: Course, assignment: str, plan: Plan) -> None:
     submit(course, assignment, "endless-loop", {name: edited(solved, {crashing: loop})})
     plan.expected["endless-loop"] = plan.before(crashing)  # stopped at the cell time limit
     submit(course, assignment, "not-a-notebook", {name: '{"cells": [ this is not JSON'})
-    add_attackers(course, assignment, plan)
+
+
+def toy_master() -> NotebookNode:
+    """Two exercises, each with a visible and a hidden test: what the attackers answer (and attack) in."""
+    def cell(kind: str, source: str, gid: str, grade: bool = False, solution: bool = False, points: int = 0):  # noqa: ANN202
+        meta = {"grade": grade, "solution": solution, "locked": not solution, "grade_id": gid, "schema_version": 3}
+        meta.update({"points": points} if grade else {})
+        return (nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell)(source, metadata={
+            "nbgrader": meta})
+    return nbformat.v4.new_notebook(cells=[
+        cell("markdown", "# Toy", "intro"),
+        cell("code", "from lecturelib.grading import expect_count", "setup"),
+        cell("code", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "toy_1",
+             solution=True),
+        cell("code", "expect_count(double(2), 4)  # 2*2\n### BEGIN HIDDEN TESTS\nexpect_count(double(7919), 15838)"
+             "\n### END HIDDEN TESTS", "toy_1_test", grade=True, points=2),
+        cell("code", "def triple(x):\n    ### BEGIN SOLUTION\n    return 3 * x\n    ### END SOLUTION", "toy_2",
+             solution=True),
+        cell("code", "expect_count(triple(2), 6)  # 3*2\n### BEGIN HIDDEN TESTS\nexpect_count(triple(7907), 23721)"
+             "\n### END HIDDEN TESTS", "toy_2_test", grade=True, points=3),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
 
 
 def add_attackers(course: Course, assignment: str, plan: Plan) -> None:
@@ -520,21 +545,27 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple
         pytest.skip(f"no sandbox on this machine ({NO_SANDBOX}): install bubblewrap")
     root = tmp_path_factory.mktemp("course")
     shutil.copy2(ROOT / "nbgrader_config.py", root)
-    for assignment in ASSIGNMENTS:  # only those graded (LECTURELIB_ROUNDTRIP): no build of the others
-        shutil.copytree(ROOT / "source" / assignment, root / "source" / assignment)
+    for assignment in ASSIGNMENTS:  # only those graded (LECTURELIB_ROUNDTRIP); the committed release, which
+        shutil.copytree(ROOT / "source" / assignment, root / "source" / assignment)  # test_course_build checks
+        shutil.copytree(ROOT / "notebooks" / assignment, root / "notebooks" / assignment)  # is what `build` makes
     course = Course(root)
-    assert build(course) == []
+    graded_here = [*ASSIGNMENTS, *([TOY] if PILOT else [])]
+    if PILOT:  # the toy, built as every assignment is (it is in no committed release)
+        write_notebook(toy_master(), course.source / TOY / f"{TOY}.ipynb")
+        assert course.nbgrader("generate_assignment", TOY, "--force").returncode == 0
     plans = {a: make_class(course, a) for a in ASSIGNMENTS}
     if PILOT:
         add_hostile_class(course, PILOT, plans[PILOT])
+        plans[TOY] = plan_for(toy_master(), TOY)
+        add_attackers(course, TOY, plans[TOY])
     assert not planted_files() and not attack_processes(), "leftovers of an earlier run"
     try:
-        report = autograde(course, ASSIGNMENTS, workers=2, cell_timeout_s=CELL_TIMEOUT_S)
+        report = autograde(course, graded_here, workers=2, cell_timeout_s=CELL_TIMEOUT_S)
         for o in report.outcomes:
             plans[o.assignment].outcomes[o.student] = o
         if PILOT:
-            plans[PILOT].report, plans[PILOT].left = report, (planted_files(), attack_processes())
-        yield {a: (course, plans[a]) for a in ASSIGNMENTS}
+            plans[TOY].report, plans[TOY].left = report, (planted_files(), attack_processes())
+        yield {a: (course, plans[a]) for a in graded_here}
     finally:
         remove_planted()
 
@@ -592,6 +623,13 @@ def test_roundtrip_table_says_what_waits_for_manual_grading(graded, assignment: 
 
 
 @needs_pilot
+def test_roundtrip_attackers_and_the_honest_around_them_score_what_they_deserve(graded) -> None:
+    _, plan = graded[TOY]
+    assert {s: plan.outcomes[s].score for s in plan.expected} == plan.expected
+    assert plan.expected["0-honest-first"] == plan.expected["zz-honest-last"] == plan.full == 5.0
+
+
+@needs_pilot
 def test_roundtrip_only_the_broken_file_is_a_problem(graded) -> None:
     """Crashes, hangs and attacks are graded (what ran before keeps its points); only not-a-notebook is not."""
     _, plan = graded[PILOT]
@@ -606,31 +644,38 @@ def test_roundtrip_only_the_broken_file_is_a_problem(graded) -> None:
 def test_roundtrip_stopped_grading_says_why(graded) -> None:
     """A cell that hangs or kills its kernel ends the run there, with the real reason and the real time limit."""
     _, plan = graded[PILOT]
-    crashing, last = [a for a, tests in plan.tests_of.items() if tests][1], [a for a, t in plan.tests_of.items() if t][-1]
+    crashing = [a for a, tests in plan.tests_of.items() if tests][1]
     why = {s: " ".join(plan.outcomes[s].notes) for s in plan.outcomes}
     assert f"stopped at {crashing}: the kernel died while it ran (it exited with status 1)" in why["crash"]
     assert f"stopped at {crashing}: it ran longer than the cell time limit of {CELL_TIMEOUT_S} s" in why["endless-loop"]
+    assert "stopped" not in why["solution"], why["solution"]
+    _, toy = graded[TOY]  # the attackers
+    last = [a for a, t in toy.tests_of.items() if t][-1]
+    why = {s: " ".join(toy.outcomes[s].notes) for s in toy.outcomes}
     assert f"stopped at {last}: it ran longer than the cell time limit of {CELL_TIMEOUT_S} s" in why["attack-builtins"]
     assert f"stopped at {last}: the kernel died while it ran (it started more than" in why["attack-fork-bomb"]
     assert f"stopped at {last}: the kernel died while it ran" in why["attack-litter-kill"]
-    for student in ("solution", "attack-plant", "attack-detached", "attack-flood", "attack-network"):
+    for student in ("0-honest-first", "attack-plant", "attack-detached", "attack-flood", "attack-network"):
         assert "stopped" not in why[student], (student, why[student])
 
 
 @needs_pilot
 def test_roundtrip_attacks_reach_nothing_outside_their_sandbox(graded) -> None:
-    course, plan = graded[PILOT]
+    course, plan = graded[TOY]
     planted, processes = plan.left
     assert planted == [] and processes == []  # right after the run: no plant, no litter, no process left
     assert (course.root / "nbgrader_config.py").read_bytes() == (ROOT / "nbgrader_config.py").read_bytes()
-    assert gradebook_cells(course, PILOT, repair=False) == []  # its copies of the test cells untouched
+    for assignment in (PILOT, TOY):  # the gradebook's copies of the test cells untouched
+        assert gradebook_cells(course, assignment, repair=False) == []
     assert plan.report is not None and relevant(plan.report.notes) == []  # nothing to restore, nothing to report
     # the hidden tests never reached the attacker (it printed whatever it could read of source/)
-    (page,) = (course.autograded / "attack-gradebook" / PILOT).glob("*.ipynb")
+    (page,) = (course.autograded / "attack-gradebook" / TOY).glob("*.ipynb")
     printed = "".join(o.get("text", "") for c in read_notebook(page).cells if c.cell_type == "code" for o in c.outputs)
-    assert "BEGIN HIDDEN TESTS" not in printed and not [ln for ln in hidden_lines(course, PILOT) if ln in _plain(printed)]
+    assert "BEGIN HIDDEN TESTS" not in printed
+    for assignment in (PILOT, TOY):
+        assert not [ln for ln in hidden_lines(course, assignment) if ln in _plain(printed)]
     # 256 MB of output: each cell keeps 2 MiB, the notebook stays small
-    (flooded,) = (course.autograded / "attack-flood" / PILOT).glob("*.ipynb")
+    (flooded,) = (course.autograded / "attack-flood" / TOY).glob("*.ipynb")
     assert flooded.stat().st_size < 4 * 2**20
     # the run's private folders (TMPDIR, kernel sockets, scratch folders) are gone
     assert not list(Path(tempfile.gettempdir()).glob(f"lecturelib-autograde-{os.getpid()}-*"))
@@ -641,12 +686,12 @@ def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded) ->
     """The pilot's attackers that try to leave something behind (files, processes, gradebook rows) and the honest
     students graded before and after them, graded a second time: the same scores, no submission changed, nothing
     left. (Not the attacks that only hang, flood or reach out: they leave nothing the others would not.)"""
-    course, plan = graded[PILOT]
+    course, plan = graded[TOY]
     again_students = sorted(s for s in plan.outcomes if s.startswith(("attack-", "0-honest", "zz-honest"))
                             and s not in ("attack-builtins", "attack-flood", "attack-network"))
     digest = lambda: {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in course.submitted.rglob("*") if p.is_file()}
     before = digest()
-    again = autograde(course, [PILOT], workers=2, students=again_students, cell_timeout_s=CELL_TIMEOUT_S)
+    again = autograde(course, [TOY], workers=2, students=again_students, cell_timeout_s=CELL_TIMEOUT_S)
     assert len(again_students) == 7
     assert {o.student: o.score for o in again.outcomes} == {s: plan.outcomes[s].score for s in again_students}
     assert digest() == before
@@ -676,7 +721,7 @@ def test_roundtrip_feedback_never_shows_hidden_tests(graded, assignment: str) ->
 @needs_pilot
 def test_roundtrip_audit_flags_cheats_not_honest_work(graded) -> None:
     course, _ = graded[PILOT]
-    findings = audit(course, ASSIGNMENTS)
+    findings = audit(course, [*ASSIGNMENTS, TOY])
     flagged = {(f.student, f.assignment) for f in findings}
     assert {("cheat", PILOT), ("crash", PILOT), ("tamper", PILOT)} <= flagged
     honest = {"solution", "untouched", "wrong-and-skipped", "deleted-cells", "chatty",
