@@ -2,10 +2,11 @@
 
 Every assignment's committed release goes into one scratch course (test_course_build checks it is what `build`
 makes). Each gets an honest submission, the untouched release and one with an exercise wrong and another skipped
-(and its registered wrong builds, tests/wrong_answers/); the pilot assignment also gets every hostile submission
-(cheating, crashing, hanging, broken, edited cells). The attacks on the grader itself (planted code, the gradebook,
-other students' files, detached processes, broken builtins, floods of output, fork bombs, litter and kills) go to
-a two-exercise toy assignment, between honest students, in the same run. `python -m lecturelib.course autograde`
+(and its registered wrong builds, tests/wrong_answers/); the pilot assignment also gets every way of editing its
+cells (deleted, pasted, moved, metadata stripped or meddled with, chatty) and a file that is not a notebook. Cheats,
+kernels that die or hang, and the attacks on the grader itself (planted code, the gradebook, other students' files,
+detached processes, broken builtins, floods of output, fork bombs, litter and kills) go to a two-exercise toy
+assignment, between honest students, in the same run: what they do does not depend on the notebook. `python -m lecturelib.course autograde`
 grades the whole class with two workers, then regrades the attackers and the honest students around them: every
 score must be what the submission's answers deserve, and nothing an attacker planted or started may survive
 outside its sandbox.
@@ -390,10 +391,10 @@ def make_class(course: Course, assignment: str) -> Plan:
 
 
 def add_hostile_class(course: Course, assignment: str, plan: Plan) -> None:
-    """On the pilot assignment only: every way of editing, breaking or cheating a submission we know of."""
+    """On the pilot assignment only: every way of editing a real notebook's cells we know of (the grader restores or
+    ignores each), and a file that is not a notebook."""
     name, release, solved, answers, _ = _materials(course, assignment)
     graded_answers = [a for a, tests in plan.tests_of.items() if tests]
-    all_names = [n for src in answers.values() for n in defined_names(src)]
     # every test cell and every read-only cell deleted: the tests, setup and parameters cells are restored
     submit(course, assignment, "deleted-cells",
            {name: edited(solved, {}, drop=lambda c: is_test_cell(c) or is_locked_only(c))})
@@ -431,18 +432,6 @@ def add_hostile_class(course: Course, assignment: str, plan: Plan) -> None:
     meddled.cells.append(bonus)
     submit(course, assignment, "meddled-metadata", {name: meddled})
     plan.expected["meddled-metadata"] = plan.full
-    cheat = {a: CHEAT.format(names=all_names) for a in answers}
-    submit(course, assignment, "cheat", {name: edited(release, cheat)})
-    plan.expected["cheat"] = 0.0
-    submit(course, assignment, "tamper", {name: edited(release, {graded_answers[0]: TAMPER})})
-    plan.expected["tamper"] = 0.0
-    # a kernel that dies or hangs in an exercise: the exercises above it keep their points, the rest score 0
-    crashing = graded_answers[1]
-    submit(course, assignment, "crash", {name: edited(solved, {crashing: "import os\nos._exit(1)"})})
-    plan.expected["crash"] = plan.before(crashing)
-    loop = answers[crashing] + "\nimport time\nwhile True:\n    time.sleep(0.1)\n"  # hangs, leaving the CPU to the others
-    submit(course, assignment, "endless-loop", {name: edited(solved, {crashing: loop})})
-    plan.expected["endless-loop"] = plan.before(crashing)  # stopped at the cell time limit
     submit(course, assignment, "not-a-notebook", {name: '{"cells": [ this is not JSON'})
 
 
@@ -468,7 +457,8 @@ def toy_master() -> NotebookNode:
 
 
 def add_attackers(course: Course, assignment: str, plan: Plan) -> None:
-    """Attacks on the grader itself, between honest students (graded before and after them)."""
+    """Attacks on the grader itself, between honest students (graded before and after them); cheats (answers that
+    equal anything, patched checks, a rewritten gradebook) and kernels that die or hang in an exercise."""
     name, release, solved, answers, _ = _materials(course, assignment)
     graded_answers = [a for a, tests in plan.tests_of.items() if tests]
     first, last = graded_answers[0], graded_answers[-1]
@@ -476,6 +466,18 @@ def add_attackers(course: Course, assignment: str, plan: Plan) -> None:
         submit(course, assignment, honest, {name: solved})
         plan.expected[honest] = plan.full
     after = lambda gid, code: answers[gid] + "\n" + attack(code, course.root)  # noqa: E731 - the answer, then the attack
+    cheat = {a: CHEAT.format(names=[n for src in answers.values() for n in defined_names(src)]) for a in answers}
+    submit(course, assignment, "cheat", {name: edited(release, cheat)})
+    plan.expected["cheat"] = 0.0
+    submit(course, assignment, "tamper", {name: edited(release, {graded_answers[0]: TAMPER})})
+    plan.expected["tamper"] = 0.0
+    # a kernel that dies or hangs in an exercise: the exercises above it keep their points, the rest score 0
+    crashing = graded_answers[1]
+    submit(course, assignment, "crash", {name: edited(solved, {crashing: "import os\nos._exit(1)"})})
+    plan.expected["crash"] = plan.before(crashing)
+    loop = answers[crashing] + "\nimport time\nwhile True:\n    time.sleep(0.1)\n"  # hangs, leaving the CPU to the others
+    submit(course, assignment, "endless-loop", {name: edited(solved, {crashing: loop})})
+    plan.expected["endless-loop"] = plan.before(crashing)  # stopped at the cell time limit
     submit(course, assignment, "attack-plant", {name: edited(solved, {last: after(last, PLANT)})})
     plan.expected["attack-plant"] = plan.full
     submit(course, assignment, "attack-gradebook",
@@ -644,14 +646,12 @@ def test_roundtrip_only_the_broken_file_is_a_problem(graded) -> None:
 def test_roundtrip_stopped_grading_says_why(graded) -> None:
     """A cell that hangs or kills its kernel ends the run there, with the real reason and the real time limit."""
     _, plan = graded[PILOT]
-    crashing = [a for a, tests in plan.tests_of.items() if tests][1]
-    why = {s: " ".join(plan.outcomes[s].notes) for s in plan.outcomes}
+    assert not [s for s, o in plan.outcomes.items() if "stopped" in " ".join(o.notes)]  # edited cells stop nothing
+    _, toy = graded[TOY]  # the attackers and the kernels that die or hang
+    crashing, last = [a for a, tests in toy.tests_of.items() if tests][1], [a for a, t in toy.tests_of.items() if t][-1]
+    why = {s: " ".join(toy.outcomes[s].notes) for s in toy.outcomes}
     assert f"stopped at {crashing}: the kernel died while it ran (it exited with status 1)" in why["crash"]
     assert f"stopped at {crashing}: it ran longer than the cell time limit of {CELL_TIMEOUT_S} s" in why["endless-loop"]
-    assert "stopped" not in why["solution"], why["solution"]
-    _, toy = graded[TOY]  # the attackers
-    last = [a for a, t in toy.tests_of.items() if t][-1]
-    why = {s: " ".join(toy.outcomes[s].notes) for s in toy.outcomes}
     assert f"stopped at {last}: it ran longer than the cell time limit of {CELL_TIMEOUT_S} s" in why["attack-builtins"]
     assert f"stopped at {last}: the kernel died while it ran (it started more than" in why["attack-fork-bomb"]
     assert f"stopped at {last}: the kernel died while it ran" in why["attack-litter-kill"]
@@ -700,12 +700,16 @@ def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded) ->
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_roundtrip_feedback_never_shows_hidden_tests(graded, assignment: str) -> None:
+    """Every page of the pilot's class (hostile outputs included); elsewhere the untouched release's page, where
+    every check fails (the pages' filter is the same code for every notebook: what differs is the hidden tests)."""
     course, plan = graded[assignment]
-    problems = feedback(course, [assignment])  # no leak of hidden tests or graders' references; a page for each
+    students = None if assignment == PILOT else ["untouched"]
+    problems = feedback(course, [assignment], students)  # no leak of hidden tests or graders' references; a page each
     ungraded = sorted(s for s, o in plan.outcomes.items() if not o.graded)  # but what could not be graded
     assert [p.split(" not written: ")[0] for p in problems] == [f"feedback/{s}/{assignment}/{assignment}.html"
-                                                                for s in ungraded], problems
+                                                                for s in ungraded if students is None], problems
     pages = list(course.feedback.glob(f"*/{assignment}/*.html"))
+    assert len(pages) == len(students or plan.outcomes) - len(ungraded if students is None else [])
     assert pages and hidden_lines(course, assignment)
     for page in pages:
         text = page.read_text(encoding="utf-8")
@@ -723,7 +727,7 @@ def test_roundtrip_audit_flags_cheats_not_honest_work(graded) -> None:
     course, _ = graded[PILOT]
     findings = audit(course, [*ASSIGNMENTS, TOY])
     flagged = {(f.student, f.assignment) for f in findings}
-    assert {("cheat", PILOT), ("crash", PILOT), ("tamper", PILOT)} <= flagged
+    assert {("cheat", TOY), ("crash", TOY), ("tamper", TOY)} <= flagged
     honest = {"solution", "untouched", "wrong-and-skipped", "deleted-cells", "chatty",
               "pasted-cells", "no-metadata", "answers-moved", "meddled-metadata", "0-honest-first", "zz-honest-last"}
     assert not {s for s, _ in flagged} & honest

@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
     p = sub.add_parser("feedback", help="generate feedback that never shows hidden tests")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
+    p.add_argument("--student", action="append", metavar="ID", help="only this student's pages (repeatable)")
     p = sub.add_parser("bundle", help="write the students' course (no source/, solutions or hidden tests) into OUT")
     p.add_argument("out", metavar="OUT", help="a new or empty folder, or an earlier bundle (replaced; its .git kept)")
     p = sub.add_parser("grades", help="export grades for Canvas's gradebook import (exports/canvas-grades.csv)")
@@ -148,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     else:
         names = _assignments(course, args.assignments)
-        problems = feedback(course, names)
-        pages = sorted(p for a in names for p in course.feedback.glob(f"*/{a}/*.html"))
+        problems = feedback(course, names, args.student)
+        pages = sorted(p for a in names for p in course.feedback.glob(f"*/{a}/*.html")
+                       if args.student is None or p.parent.parent.name in args.student)
         for problem in problems:
             print(printable(problem))
         if pages:

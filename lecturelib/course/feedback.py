@@ -81,13 +81,16 @@ def _markdown_chunks(path: Path) -> set[str]:
         return set()
 
 
-def unwritten(course: Course, assignment: str) -> list[str]:
-    """Every submitted notebook of `assignment` without a feedback page as new as its autograded notebook, and why."""
+def unwritten(course: Course, assignment: str, students: list[str] | None = None) -> list[str]:
+    """Every submitted notebook of `assignment` (of `students`, if given) without a feedback page as new as its
+    autograded notebook, and why."""
     problems = []
     for notebook in sorted(course.submitted.glob(f"*/{assignment}/*.ipynb")) if course.submitted.is_dir() else []:
         if not (course.release / assignment / notebook.name).is_file():
             continue  # not a notebook of the assignment (nbgrader grades only those)
         student = notebook.parent.parent.name
+        if students is not None and student not in students:
+            continue
         graded = course.autograded / student / assignment / notebook.name
         page = (course.feedback / student / assignment / notebook.name).with_suffix(".html")
         where = f"feedback/{student}/{assignment}/{page.name}"
@@ -111,20 +114,24 @@ def local_mathjax(course: Course) -> None:
         shutil.copytree(copy, kept)
 
 
-def feedback(course: Course, assignments: list[str]) -> list[str]:
-    """Generate feedback for every autograded submission; return problems: a leak, and every submitted notebook
-    that got no page."""
+def feedback(course: Course, assignments: list[str], students: list[str] | None = None) -> list[str]:
+    """Generate feedback for every autograded submission (of `students`, if given); return problems: a leak, and
+    every submitted notebook that got no page."""
     problems = []
     for assignment in assignments:
-        if list(course.autograded.glob(f"*/{assignment}/*.ipynb")):  # else nbgrader would fail: nothing to do
+        for student in students if students is not None else [None]:
+            if not list(course.autograded.glob(f"{student or '*'}/{assignment}/*.ipynb")):
+                continue  # nbgrader would fail: nothing to do
             local_mathjax(course)
-            done = course.nbgrader("generate_feedback", assignment, "--force")
+            done = course.nbgrader("generate_feedback", assignment, "--force",
+                                   *([f"--student={student}"] if student else []))
             if done.returncode != 0:
                 errors = [ln.split("] ", 1)[-1] for ln in done.stderr.splitlines() if "ERROR" in ln]
                 problems.append(f"{assignment}: nbgrader generate_feedback failed: {(errors or ['no message'])[0][:200]}")
         secret, inputs = hidden_lines(course, assignment), hidden_inputs(course, assignment)
         graders = reference_chunks(course.source_notebooks(assignment))  # the written answers' references
-        for page in sorted(course.feedback.glob(f"*/{assignment}/*.html")):
+        pages = sorted(course.feedback.glob(f"*/{assignment}/*.html"))
+        for page in [p for p in pages if students is None or p.parent.parent.name in students]:
             raw = page.read_text(encoding="utf-8", errors="replace")
             what = leak(raw, secret, inputs)
             if what:
@@ -140,7 +147,7 @@ def feedback(course: Course, assignments: list[str]) -> list[str]:
                 problems.append(f"{page.relative_to(course.root)} showed the graders' reference ({shown[0][:60]}); "
                                 "removed")
         leaked = {p.split(" showed ", 1)[0] for p in problems}  # removed pages: said already
-        problems += [p for p in unwritten(course, assignment) if p.split(" not written", 1)[0] not in leaked]
+        problems += [p for p in unwritten(course, assignment, students) if p.split(" not written", 1)[0] not in leaked]
     return problems
 
 
