@@ -552,9 +552,14 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple
         shutil.copytree(ROOT / "notebooks" / assignment, root / "notebooks" / assignment)  # is what `build` makes
     course = Course(root)
     graded_here = [*ASSIGNMENTS, *([TOY] if PILOT else [])]
-    if PILOT:  # the toy, built as every assignment is (it is in no committed release)
-        write_notebook(toy_master(), course.source / TOY / f"{TOY}.ipynb")
-        assert course.nbgrader("generate_assignment", TOY, "--force").returncode == 0
+    if PILOT:  # the toy, built as every assignment is (it is in no committed release), in a course of its own: the
+        write_notebook(toy_master(), course.source / TOY / f"{TOY}.ipynb")  # gradebook gets it as it gets the others
+        toy_course = Course(root.parent / f"{root.name}-toy")
+        toy_course.root.mkdir()
+        shutil.copy2(ROOT / "nbgrader_config.py", toy_course.root)
+        shutil.copytree(course.source / TOY, toy_course.source / TOY)
+        assert toy_course.nbgrader("generate_assignment", TOY, "--force").returncode == 0
+        shutil.copytree(toy_course.release / TOY, course.release / TOY)
     plans = {a: make_class(course, a) for a in ASSIGNMENTS}
     if PILOT:
         add_hostile_class(course, PILOT, plans[PILOT])

@@ -127,10 +127,17 @@ def _ensure_gradebook(course: Course, assignments: list[str], students: list[str
         known = {a.name for a in gb.assignments if a.notebooks}  # `nbgrader db assignment add` (a due date) adds none
         for student in students:  # names and emails from a roster import stay as they are
             gb.update_or_create_student(student)
-    for a in assignments:
-        if a not in known:  # its notebooks and cells into the gradebook; the release it writes is thrown away (the
-            with tempfile.TemporaryDirectory(prefix="lecturelib-release-") as scratch:  # committed one is build's)
-                course.nbgrader("generate_assignment", a, "--force", f"--CourseDirectory.release_directory={scratch}")
+    missing = [a for a in assignments if a not in known]
+    # its notebooks and cells into the gradebook; the release it writes is thrown away (the committed one is build's);
+    # when no assignment of source/ is in it yet, all in one nbgrader process (its start is most of the time; an
+    # assignment already there is never regenerated), one by one if that fails
+    with tempfile.TemporaryDirectory(prefix="lecturelib-release-") as scratch:
+        scratch_release = f"--CourseDirectory.release_directory={scratch}"
+        everything = len(missing) > 1 and set(missing) == set(course.assignments()) and not known
+        if everything and course.nbgrader("generate_assignment", "*", "--force", scratch_release).returncode == 0:
+            missing = []
+        for a in missing:
+            course.nbgrader("generate_assignment", a, "--force", scratch_release)
     with sqlite3.connect(course.gradebook) as db:
         db.execute("PRAGMA journal_mode=WAL")
     for a in assignments:
