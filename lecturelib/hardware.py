@@ -277,20 +277,24 @@ _VECTOR_FLAGS: tuple[tuple[str, str, int, bool, int], ...] = (
 )
 
 
-def cpu_vector_units(cpuinfo: str | None = None) -> CpuVectorUnits | None:
-    """The vector units of this CPU from the flags in /proc/cpuinfo (or `cpuinfo` text); None where unknown."""
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
+    """The instruction-set flags of this CPU from /proc/cpuinfo (or `cpuinfo` text); None where there is none."""
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
                 cpuinfo = file.read()
         except OSError:
             return None
-    flags: set[str] = set()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):  # x86 / aarch64
-            flags.update(value.split())
-            break
+            return frozenset(value.split())
+    return None
+
+
+def cpu_vector_units(cpuinfo: str | None = None) -> CpuVectorUnits | None:
+    """The vector units of this CPU from the flags in /proc/cpuinfo (or `cpuinfo` text); None where unknown."""
+    flags = cpu_flags(cpuinfo) or frozenset()
     for flag, isa, bits, fma, units in _VECTOR_FLAGS:
         if flag in flags:
             # an FMA is 2 FLOPs per lane; without FMA the multiply pipe and the add pipe do 1 each

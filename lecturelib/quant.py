@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from lecturelib.hardware import cpu_flags  # re-exported: notebook 07 reads the flags from here
 from lecturelib.profiler import Timing, benchmark
 
 FLOAT32_EPS = torch.finfo(torch.float32).eps  # the smallest scale MinMaxObserver and torchao allow (2**-23)
@@ -345,21 +346,6 @@ LOW_PRECISION_FLAGS: dict[str, tuple[str, ...]] = {
     "bf16": ("avx512_bf16", "amx_bf16", "bf16"),
     "int8": ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm"),
 }
-
-
-def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
-    """The instruction-set flags of this CPU from /proc/cpuinfo (or `cpuinfo` text); None where there is none."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
-                cpuinfo = file.read()
-        except OSError:
-            return None
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):  # x86 / aarch64
-            return frozenset(value.split())
-    return None
 
 
 def low_precision_isa(cpuinfo: str | None = None) -> dict[str, tuple[str, ...]] | None:
