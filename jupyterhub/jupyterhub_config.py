@@ -18,6 +18,7 @@ HERE = Path(__file__).resolve().parent  # HUB_DIR/config
 HUB = HERE.parent
 sys.path.insert(0, str(HERE))
 from class_authenticator import ClassAuthenticator  # noqa: E402 - beside this file, found through the line above
+from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid  # noqa: E402
 
 CLASS = json.loads((HUB / "state" / "class.json").read_text())
 INSTRUCTOR: str = CLASS["instructor"]
@@ -44,9 +45,27 @@ c.Authenticator.allowed_users = {*CLASS["students"], INSTRUCTOR}
 c.Authenticator.allow_existing_users = False
 c.Authenticator.admin_users = set()  # a hub admin could open every student's server: nobody needs to
 
-# Each server runs as its user's system account (LocalProcessSpawner: the hub runs as root), with only the
-# environment set below (no variable of the hub's own leaks in).
-c.JupyterHub.spawner_class = "localprocess"
+
+
+class ClassSpawner(LocalProcessSpawner):
+    """LocalProcessSpawner, but each server starts in its own folder (notebook_dir), not in the account's home: the
+    instructor's in the course root, where nbgrader (Formgrader, the terminal's commands) finds the course's
+    nbgrader_config.py, as `make instructor` starts there."""
+
+    def make_preexec_fn(self, name: str):  # noqa: ANN201 - JupyterHub's signature
+        become = set_user_setuid(name, chdir=False)
+        folder = self.notebook_dir
+
+        def preexec() -> None:
+            become()
+            os.chdir(folder)
+
+        return preexec
+
+
+# Each server runs as its user's system account (the hub runs as root), with only the environment set below (no
+# variable of the hub's own leaks in).
+c.JupyterHub.spawner_class = ClassSpawner
 c.LocalProcessSpawner.env_keep = ["LANG", "LC_ALL"]
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 180  # a server imports JupyterLab and nbgrader: tens of seconds on a busy 2-core machine

@@ -393,7 +393,8 @@ def run_in_kernel(hub: Hub, user: str, code: str) -> str:
         hub.api("DELETE", f"/user/{user}/api/kernels/{kernel}", user)
 
 
-# What a student's kernel tries: who and where it is, which lecturelib it has, and what it may not read.
+# What a student's kernel tries (after PATHS = {what: ("list" | "read", path)}): who and where it is, which lecturelib
+# it has, and what it may not read.
 PROBE = """
 import importlib.util, json, os, sys
 import lecturelib, lecturelib.grading
@@ -410,13 +411,13 @@ print(json.dumps({
     "uid": os.getuid(), "cwd": os.getcwd(), "python": sys.executable, "lecturelib": lecturelib.__file__,
     "course_module": importlib.util.find_spec("lecturelib.course") is not None,
     "paths": {what: reach(path, os.listdir if how == "list" else lambda p: open(p, "rb").read())
-              for what, (how, path) in json.loads(os.environ.get("PROBE_PATHS", "{}") or "{}").items()},
+              for what, (how, path) in PATHS.items()},
 }))
 """
 
 
 def probe(hub: Hub, user: str, paths: dict[str, tuple[str, str]]) -> dict:
-    code = f"import os; os.environ['PROBE_PATHS'] = {json.dumps(json.dumps(paths))}\n" + PROBE
+    code = f"PATHS = {json.dumps(paths)}\n" + PROBE  # JSON of strings is a Python literal
     return json.loads(run_in_kernel(hub, user, code).strip().splitlines()[-1])
 
 
@@ -456,6 +457,7 @@ def term(hub: Hub) -> dict:
     seen["student_api_at_instructor"] = hub.api("GET", f"/user/{INSTRUCTOR}/api/contents/source", ANN,
                                                 allow_redirects=False).status_code
     seen["instructor_formgrader"] = hub.api("GET", f"/user/{INSTRUCTOR}/formgrader", INSTRUCTOR)
+    seen["formgrader_assignments"] = hub.api("GET", f"/user/{INSTRUCTOR}/formgrader/api/assignments", INSTRUCTOR).json()
     seen["instructor_root"] = hub.api("GET", f"/user/{INSTRUCTOR}/api/contents/", INSTRUCTOR).json()
     seen["student_root_before"] = hub.api("GET", f"/user/{ANN}/api/contents/", ANN).json()
     seen["kernelspecs"] = hub.api("GET", f"/user/{ANN}/api/kernelspecs", ANN).json()
@@ -528,7 +530,7 @@ def test_hub_logs_in_the_class_each_with_their_own_password_only(term) -> None:
                                       "no such account": 403, "root": 403}
 
 
-def test_hub_student_server_is_the_student_view_in_their_home(hub, term) -> None:
+def test_hub_student_server_is_the_student_view_in_their_home(term) -> None:
     disabled = term["student_page_config"]["disabledExtensions"]
     assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"} <= set(disabled)
     assert "@jupyter/nbgrader:assignment-list" not in disabled
@@ -551,7 +553,9 @@ def test_hub_student_kernel_is_the_courses_python_with_the_students_lecturelib(h
 
 def test_hub_instructor_server_has_formgrader_at_the_course_root(term) -> None:
     formgrader = term["instructor_formgrader"]
-    assert formgrader.status_code == 200 and "formgrader" in formgrader.text.lower()
+    assert formgrader.status_code == 200 and "<title>nbgrader formgrade" in formgrader.text
+    # Formgrader reads the course's nbgrader_config.py (the server starts in the course root) and sees the release
+    assert [(a["name"], a["status"]) for a in term["formgrader_assignments"]] == [(ASSIGNMENT, "released")]
     assert {"source", "notebooks", "nbgrader_config.py", "gradebook.db"} <= {e["name"] for e in term["instructor_root"]["content"]}
 
 
