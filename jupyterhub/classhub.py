@@ -205,10 +205,11 @@ def check_python(venv: Path) -> None:
 
 
 def clone_venv(src: Path, dest: Path, lecturelib_parent: Path) -> tuple[int, int]:
-    """Make `dest` the venv `src` (on the same interpreter) with its own paths, and with `lecturelib` imported from `lecturelib_parent` (src's own, editable one left out); returns (files linked, files
-    copied) this time. A file root owns and only root may change is hard-linked (no space, no time); any other is
-    copied, root's, so that root never runs a file another account can change. Files already up to date are left;
-    files src no longer has are removed."""
+    """Make `dest` the venv `src` (on the same interpreter) with its own paths, and with `lecturelib` imported from
+    `lecturelib_parent` (src's own, editable one left out); returns (files linked, files copied) this time. A file
+    root owns and only root may change is hard-linked (no space, no time); any other is copied, root's, so that root
+    never runs a file another account can change. Files already up to date are left; files src no longer has are
+    removed."""
     src, dest = Path(os.path.abspath(src)), Path(os.path.abspath(dest))
     real_src = os.path.realpath(src)
     linked = copied = 0
@@ -264,8 +265,9 @@ def clone_venv(src: Path, dest: Path, lecturelib_parent: Path) -> tuple[int, int
                 shutil.copy2(path, out)
                 copied += 1
             os.chmod(out, (st.st_mode & 0o755) | 0o444)
-    purelib = subprocess.run([str(dest / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = subprocess.run([str(dest / "bin" / "python"), "-c", where], capture_output=True, text=True,
+                             check=True).stdout.strip()
     pth = Path(purelib) / LECTURELIB_PTH
     if not pth.is_relative_to(dest):
         raise ClassError(f"{dest}/bin/python does not run as a venv (its site-packages: {purelib})")
@@ -326,8 +328,9 @@ def read_course_id(course_root: Path) -> str:
     """The literal that the course's nbgrader_config.py assigns to c.CourseDirectory.course_id (read, not run)."""
     tree = ast.parse((course_root / "nbgrader_config.py").read_text())
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and ast.unparse(node.targets[0]) ==
-                "c.CourseDirectory.course_id" and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and ast.unparse(node.targets[0]) == "c.CourseDirectory.course_id"
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
             return node.value.value
     raise ClassError(f"{course_root}/nbgrader_config.py sets no c.CourseDirectory.course_id to a string")
 
@@ -425,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="its port (default %(default)s)")
     parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's REST API on 127.0.0.1 (default "
                                                                          "%(default)s)")
-    parser.add_argument("--hub-api-port", type=int, default=8081, help="the hub's API on 127.0.0.1 (default %(default)s)")
+    parser.add_argument("--hub-api-port", type=int, default=8081,
+                        help="the hub's API on 127.0.0.1 (default %(default)s)")
     parser.add_argument("--new-password", action="append", default=[], metavar="NAME",
                         help="give NAME a new password (repeatable); the old one stops working")
     parser.add_argument("--prepare-only", action="store_true", help="lay out HUB_DIR and the accounts, start nothing")
@@ -447,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {args.ip} is reachable from other machines over plain HTTP: put TLS in front of it (README, "
               "Running the course on JupyterHub)")
     if new:
-        print("new passwords (only their hashes are kept: hand each to its owner now; --new-password NAME makes another):")
+        print("new passwords (only their hashes are kept: hand each to its owner now; --new-password NAME makes "
+              "another):")
         for name, password in new.items():
             print(f"  {'instructor' if name == the_class.instructor else 'student':<10} {name:<32} {password}")
     if args.prepare_only:

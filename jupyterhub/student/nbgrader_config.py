@@ -18,7 +18,8 @@ load_subconfig(os.path.join(_hub, "course", "jupyter", "student", "nbgrader_conf
 
 # A submission readable by its student and the instructor's group only (nbgrader leaves it readable by all who can
 # guess its folder's name): exchange_submit.py beside this file.
-_spec = importlib.util.spec_from_file_location("lecturelib_hub_exchange_submit", os.path.join(_here, "exchange_submit.py"))
+_spec = importlib.util.spec_from_file_location("lecturelib_hub_exchange_submit",
+                                               os.path.join(_here, "exchange_submit.py"))
 _module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module)
 c.ExchangeFactory.submit = _module.PrivateSubmit
