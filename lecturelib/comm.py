@@ -522,6 +522,14 @@ class DDPSpec:
     bucket_cap_mb: float | None = None  # None: DDP's default (25 MiB, the first bucket 1 MiB)
 
 
+def ddp_model(spec: DDPSpec) -> Any:
+    """The MLP that ddp_worker trains: `depth` × (Linear(width, width), ReLU), seeded by spec.seed as the ranks seed it."""
+    import torch
+
+    torch.manual_seed(spec.seed)
+    return _mlp(spec)
+
+
 def _mlp(spec: DDPSpec) -> Any:
     import torch
 

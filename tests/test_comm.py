@@ -239,6 +239,7 @@ def test_measure_ddp_logs_buckets_and_averages_gradients() -> None:
     assert all(len(v) == (1 if k == "alone" else 2) for k, v in m.seconds.items())  # rounds · calls, each rank's
     assert m.per_rank[1]["alone"] == [] and m.round_medians("alone") == m.per_rank[0]["alone"]  # rank 0's alone
     assert m.ratio("local", "alone").median == m.per_rank[0]["local"][0] / m.per_rank[0]["alone"][0]
+    assert sum(p.numel() for p in comm.ddp_model(spec).parameters()) == m.n_params
     mean = (m.local_grads[0] + m.local_grads[1]) / 2
     assert np.array_equal(m.synced_grads[0], m.synced_grads[1])
     np.testing.assert_allclose(m.synced_grads[0], mean, rtol=1e-6, atol=1e-9)
