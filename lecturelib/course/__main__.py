@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "grades":
         return _grades(course, args)
     elif args.command == "bundle":
+        dirty: list[str] = []
         try:
-            shown = bundle(course, Path(args.out))
+            shown = bundle(course, Path(args.out), notes=dirty)
         except BundleError as e:
             print(f"no bundle written: {e}", file=sys.stderr)
             return 1 if "must not see" in str(e) else 2
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         for module, assignments in shown.items():
             print(f"  {module} holds the reference of exercises of {', '.join(assignments)} (students may read it; "
                   "`course audit` flags answers that use it)")
+        for note in dirty:
+            print(printable(note))
         return 0
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))
