@@ -123,7 +123,9 @@ def short_multiprocessing_folder() -> None:
     lives) in a short folder: in one of a long TMPDIR, binding them fails (OSError: AF_UNIX path too long)."""
     from multiprocessing import process, util
 
-    config = process.current_process()._config  # where multiprocessing.util.get_temp_dir keeps its folder
+    # where multiprocessing.util.get_temp_dir keeps its folder (no public setter; CPython's own fallback to /tmp,
+    # gh-132124, came after 3.11)
+    config = process.current_process()._config  # type: ignore[attr-defined]
     current = config.get("tempdir") or os.path.join(tempfile.gettempdir(), "pymp-XXXXXXXX")
     if len(os.fsencode(current)) + len("/listener-XXXXXXXX") <= SOCKET_PATH_MAX:
         return
