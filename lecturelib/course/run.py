@@ -295,8 +295,8 @@ class Run:
         self._write(state)
         if not done:
             self._keys[pair] = grading_key
-        elif self._keys.get(pair) and self._autograded_digest(pair):
-            self.ledger[key] = {"key": self._keys[pair], "autograded": self._autograded_digest(pair),
+        elif self._keys.get(pair) and (autograded := self._autograded_digest(pair)):
+            self.ledger[key] = {"key": self._keys[pair], "autograded": autograded,
                                 "graded": time.strftime("%Y-%m-%d %H:%M:%S")}
             self._write_ledger()
         else:
