@@ -136,7 +136,7 @@ def test_interrupted_run_resumes_with_what_is_not_graded(course: Course, monkeyp
     resumed = [o.student for o in report.outcomes if "graded by the autograde run that was interrupted" in o.notes]
     assert len(resumed) == 1 and sorted(graded + resumed) == sorted(expected)
     assert gradebook_rows(course) == {s: (1, 1) for s in expected}
-    again = autograde(course, [ASSIGNMENT], workers=2, students=resumed, cell_timeout_s=60)  # a finished run: regrades
+    again = autograde(course, [ASSIGNMENT], workers=2, students=resumed, cell_timeout_s=60, force=True)  # --force: regrades
     assert scores(again) == {resumed[0]: EXPECTED[resumed[0]]} and graded.count(resumed[0]) == 1
 
 

@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="grade without the bubblewrap sandbox (where it cannot run): kernels then run with your rights")
     p.add_argument("--scheduler", metavar="tcp://HOST:8786", default="",
                    help="grade on the workers of this Dask scheduler (started with `course worker`) instead of here")
+    p.add_argument("--force", action="store_true", help="grade again what has not changed since it was last graded "
+                                                        "(its files, the release, the masters, lecturelib, the options)")
     p = sub.add_parser("worker", help="start a Dask worker that grades for this course (see README: Grading a large class)")
     p.add_argument("scheduler", metavar="tcp://HOST:8786")
     p.add_argument("--nthreads", type=int, default=os.cpu_count() or 1,
@@ -112,10 +114,13 @@ def main(argv: list[str] | None = None) -> int:
             report = autograde(course, _assignments(course, args.assignments), workers=args.workers,
                                students=args.students, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
                                sandboxed=not args.no_sandbox, limits=Limits(memory_bytes=int(args.memory_limit * GIB)),
-                               scheduler=args.scheduler, progress_bar=True)
+                               scheduler=args.scheduler, progress_bar=True, force=args.force)
         except (SandboxUnavailable, RunLocked, ClusterError) as e:
             print(e, file=sys.stderr)
             return 2
+        except KeyboardInterrupt as e:  # Ctrl-C: one line (run.Stopped says what is left), no traceback
+            print(str(e) or "stopped; run it again", file=sys.stderr)
+            return 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
         print(format_table(report.outcomes) if report.outcomes else "no submissions in submitted/")
         for note in report.notes:
             print(printable(note))
@@ -133,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "grades":
         return _grades(course, args)
     elif args.command == "bundle":
+        dirty: list[str] = []
         try:
-            shown = bundle(course, Path(args.out))
+            shown = bundle(course, Path(args.out), notes=dirty)
         except BundleError as e:
             print(f"no bundle written: {e}", file=sys.stderr)
             return 1 if "must not see" in str(e) else 2
@@ -143,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         for module, assignments in shown.items():
             print(f"  {module} holds the reference of exercises of {', '.join(assignments)} (students may read it; "
                   "`course audit` flags answers that use it)")
+        for note in dirty:
+            print(printable(note))
         return 0
     elif args.command == "audit":
         print(format_findings(audit(course, _assignments(course, args.assignments))))

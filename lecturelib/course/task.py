@@ -59,7 +59,7 @@ from lecturelib.course import sandbox
 from lecturelib.course.guard import file_hash, regular_files
 from lecturelib.course.layout import Course, find_root, nbgrader_env, read_notebook
 from lecturelib.course.preprocessors import SANDBOX_ENV
-from lecturelib.course.run import PRIVATE_PREFIX, read_log, thread_env
+from lecturelib.course.run import PRIVATE_PREFIX, read_log, short_folder, short_multiprocessing_folder, thread_env
 from lecturelib.runmode import QUICK_ENV
 
 # The preprocessors that write the gradebook run in the coordinator, on the notebook a worker returns; those that
@@ -211,7 +211,7 @@ class _Host:
         """A new private folder for one grading (its throwaway course, TMPDIR, sandbox state), short: kernel sockets."""
         with self.lock:
             if self.private is None:
-                self.private = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
+                self.private = short_folder(f"{PRIVATE_PREFIX}{os.getpid()}-")
                 atexit.register(shutil.rmtree, self.private, True)
             self.count += 1
             folder = self.private / f"s{self.count}"
@@ -241,6 +241,7 @@ class _Host:
         """Fork a grading process for `spec` from the preloaded server; (process, the end its status arrives on)."""
         with self.lock:
             if self.context is None:
+                short_multiprocessing_folder()  # the forkserver's socket: not under a long TMPDIR
                 self.context = multiprocessing.get_context("forkserver")
                 self.context.set_forkserver_preload(PRELOAD)
             if multiprocessing.current_process().daemon:  # a Dask worker under a nanny: its grading processes die
