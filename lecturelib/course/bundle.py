@@ -27,7 +27,7 @@ from lecturelib.course.layout import HIDDEN_MARKS, SOLUTION_MARKS, Course, iter_
 MARKER = ".course-bundle"  # in OUT: a bundle lives here (so a later bundle may replace it)
 # tests of the course, and the hub an instructor runs (students' laptops need none of them)
 INSTRUCTOR_ONLY_PACKAGES = ("pytest", "pytest-xdist", "nbval", "playwright", "hypothesis", "mypy", "jupyterhub",
-                            "configurable-http-proxy")
+                            "configurable-http-proxy", "dask", "distributed")  # and the grading cluster
 STUDENT_JUPYTER = ("jupyter_server_config.json", "jupyter_server_config.py", "labconfig/page_config.json",
                    "nbgrader_config.py")
 MIN_LINE_CHARS = 16  # shorter lines ("return x", "n = 2") occur in any code
