@@ -48,7 +48,8 @@ ROGUE = """
 import dataclasses
 from lecturelib.course import task
 
-_grade = task.grade_data
+_grade = getattr(task, "honest_grade_data", task.grade_data)  # Dask imports a preload file twice
+task.honest_grade_data = _grade
 
 
 def grade_data(t, kit):
