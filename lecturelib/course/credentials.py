@@ -159,8 +159,9 @@ def create(folder: Path, host: str = "") -> list[str]:
     """The authority and every role's certificate in `folder`, made where missing (the scheduler's again when it
     does not name `host`); returns what was made."""
     made = []
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(folder, 0o700)
+    if not folder.is_dir():
+        folder.mkdir(mode=0o700, parents=True)
+        os.chmod(folder, 0o700)  # whatever the umask
     if not cert_path(folder, "ca").is_file():
         if not key_path(folder, "ca").exists() and any(cert_path(folder, r).exists() for r in ROLES):
             raise CredentialsError(f"{folder} holds certificates but not the authority that signed them: remove it, "

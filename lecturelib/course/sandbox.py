@@ -6,7 +6,8 @@ inside one (`bwrap`):
 
 * the system (/usr, a few files of /etc), the Python install, the venv and `lecturelib` read-only; nothing
   else of the machine: not the course root, `source/`, the gradebook, other submissions or the grader's HOME;
-  /proc is the sandbox's own, with /proc/sys read-only, and /sys is read-only;
+  /proc is the sandbox's own, with /proc/sys read-only, and /sys is read-only, the machine's network interfaces
+  hidden (`net_folders`); its oom_score_adj is OOM_SCORE_ADJ, which a kernel cannot lower below the grader's;
 * an empty HOME, /tmp and /dev/shm of its own (memory-backed, size-limited), a working folder holding
   copies of the assignment's data files, and a small memory-backed folder for its IPC sockets (RUN), which
   the grader reaches through /proc/PID/root: the kernel may write to no folder of the machine at all;
