@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 2
-    if args.command in ("scheduler", "worker") or getattr(args, "scheduler", ""):
+    if args.command in ("scheduler", "worker") or (args.command == "autograde" and args.scheduler):
         try:
             _cluster_command(course, args)
         except CredentialsError as e:

@@ -218,7 +218,7 @@ def peer_role(comm: Any) -> str:
     return ""
 
 
-def _refusal(kind: str, op: str, role: str) -> dict[str, Any]:
+def _refusal(kind: str, op: str, role: str) -> Any:
     from distributed.core import error_message
 
     why = (f"the course's {kind} refuses {op!r} from "

@@ -143,7 +143,7 @@ class Result:
         if not isinstance(data, bytes):
             raise ValueError(f"a worker returned {type(data).__name__}, not a result's JSON")
         fields = json.loads(data)
-        kinds = {"student": str, "assignment": str, "graded": bool, "files": dict, "notebooks": list, "problems": list,
+        kinds: dict[str, type | tuple[type, ...]] = {"student": str, "assignment": str, "graded": bool, "files": dict, "notebooks": list, "problems": list,
                  "notes": list, "refused": str, "log": str, "timings": dict, "seconds": (int, float), "worker": str}
         if not isinstance(fields, dict) or set(fields) != set(kinds):
             raise ValueError("a worker returned a result whose fields are not a Result's")
