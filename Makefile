@@ -56,3 +56,18 @@ quick: $(STAMP)
 OUT ?= dist/student
 bundle: $(STAMP)
 	$(PY) -m lecturelib.course bundle $(OUT)
+
+# A class on JupyterHub on this machine (README, "Running the course on JupyterHub"): as root, from the instructor's
+# checkout after `make setup`: accounts from ROSTER, a password each (printed once), the students' course and Python
+# in HUB_DIR, then JupyterHub in the foreground on HUB_IP:HUB_PORT (127.0.0.1: this machine only) until Ctrl-C.
+# INSTRUCTOR: the account that owns this checkout; HUB_ARGS: more options (`.venv/bin/python jupyterhub/classhub.py -h`).
+ROSTER ?= roster.csv
+INSTRUCTOR ?= $(shell stat -c %U .)
+HUB_DIR ?= /srv/resource-accounting
+HUB_IP ?= 127.0.0.1
+HUB_PORT ?= 8000
+HUB_ARGS ?=
+.PHONY: hub
+hub:
+	@test -f $(STAMP) || { echo "make hub: no course environment in $(VENV) yet: run make setup first (as $(INSTRUCTOR))"; exit 2; }
+	$(PY) jupyterhub/classhub.py --roster $(ROSTER) --instructor $(INSTRUCTOR) --hub-dir $(HUB_DIR) --ip $(HUB_IP) --port $(HUB_PORT) $(HUB_ARGS)
