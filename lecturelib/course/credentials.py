@@ -7,7 +7,7 @@ course's authority signed (`cluster/ca.pem`), and what it may then ask depends o
 * the **coordinator** (`autograde --scheduler`: the instructor) may ask anything: submit tasks, run functions;
 * the **scheduler** may ask anything of workers and nannies (it sends them tasks and the coordinator's `run`);
 * a **worker** may register as a worker, report its tasks and fetch a task's data from another worker, nothing else:
-  not register as a client, submit tasks, run functions, or declare itself a worker of another role.
+  not register as a client, submit tasks or run functions; nor stand in for the scheduler (`check_scheduler`).
 
 `guard(server)` installs that table in a Dask scheduler, worker or nanny (`dask_setup` makes this module a Dask
 preload). `course scheduler` creates the authority and the certificates on first use (`create`): EC P-256 keys,
