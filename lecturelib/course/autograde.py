@@ -242,17 +242,19 @@ class Report:
 
 def autograde(course: Course, assignments: list[str], *, workers: int = 1, students: list[str] | None = None,
               timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: int | None = None, sandboxed: bool = True,
-              limits: sandbox.Limits | None = None, scheduler: str = "", progress_bar: bool = False,
-              force: bool = False) -> Report:
+              limits: sandbox.Limits | None = None, scheduler: str = "", credentials: str | Path | None = None,
+              progress_bar: bool = False, force: bool = False) -> Report:
     """Autograde every submission of `assignments` (of `students`) with `workers` in parallel, or on the Dask
-    cluster of `scheduler` (tcp://HOST:8786), each kernel in a sandbox (`sandboxed=False` only when the instructor
-    accepts NO_SANDBOX_RISK), then verify the whole run. Submissions a run that was interrupted had graded are not
-    graded again (`Run.finished`), nor, unless `force`, those unchanged since their last grading (`grading_key`).
-    Ctrl-C raises run.Stopped."""
+    cluster of the course's `scheduler` (tls://HOST:8786, with the certificates in `credentials`, default cluster/),
+    each kernel in a sandbox (`sandboxed=False` only when the instructor accepts NO_SANDBOX_RISK), then verify the
+    whole run. Submissions a run that was interrupted had graded are not graded again (`Run.finished`), nor, unless
+    `force`, those unchanged since their last grading (`grading_key`). Ctrl-C raises run.Stopped."""
     scripts_on_path()
     pairs = submissions(course, assignments, students)
     if not pairs:
         return Report([])
+    cluster = (Cluster(scheduler, course_version(course.root), tell=_tell if progress_bar else None, root=course.root,
+                       credentials_dir=Path(credentials) if credentials else None) if scheduler else None)
     if not scheduler:  # on a cluster each worker checks its own sandbox (and refuses without one)
         check_sandbox(sandboxed)
     screened = screen(course, pairs)  # before anything reads submitted/: links, devices, stray files moved out
@@ -294,8 +296,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
                 out.graded = out.unchanged = True
                 out.notes.append(UNCHANGED)
             outcomes[pair] = out
-        engine: Local | Cluster = (Cluster(scheduler, version, tell=_tell if progress_bar else None) if scheduler
-                                   else Local(course.root, workers))
+        engine: Local | Cluster = cluster if cluster is not None else Local(course.root, workers)
         progress = Progress(len(tasks), enabled=progress_bar)
         results = engine.run(tasks, kits)
         try:
