@@ -27,6 +27,7 @@ from lecturelib.course.__main__ import main
 from lecturelib.course.autograde import autograde, format_table
 from lecturelib.course.build import build
 from lecturelib.course.guard import RunCheck, gradebook_cells
+from lecturelib.course.run import Run
 from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, read_notebook, write_notebook
 from test_course_build import toy, toy_course
 
@@ -153,6 +154,24 @@ def test_killed_run_is_found_and_repaired_at_the_next_start(course: Course) -> N
     time.sleep(2)  # the killed run's nbgrader died with it (PR_SET_PDEATHSIG), and its kernel with nbgrader
     private = f"lecturelib-autograde-{killed.pid}-".encode()
     assert not [p for p in os.listdir("/proc") if p.isdigit() and (private in _cmdline(p) or _cwd(p) == course.root)]
+
+
+def test_killed_sandboxed_run_keeps_what_the_instructor_changed_since(course: Course) -> None:
+    """A sandboxed kernel can reach neither the course's files nor submitted/: after a killed sandboxed run, a master
+    edited and a submission collected again since are the instructor's work, and the next run leaves them."""
+    submit(course, {"honest": RIGHT})
+    Run(course, sandboxed=True, limits=sandbox.Limits())._save_state()  # what a killed run leaves behind
+    master = course.source_notebooks(ASSIGNMENT)[0]
+    edited = master.read_bytes().replace(b"Toy", b"Toy, edited")
+    master.write_bytes(edited)
+    resubmitted = course.submitted / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    collected_again = resubmitted.read_text() + "\n"
+    resubmitted.write_text(collected_again)
+    with Run(course, sandboxed=False, limits=sandbox.Limits()) as run:
+        (note,) = [n for n in run.notes if "was killed before it ended" in n]
+    assert "restored" not in note
+    assert master.read_bytes() == edited and resubmitted.read_text() == collected_again
+    assert not list((course.root / "logs" / "autograde").glob("interrupted-*"))
 
 
 def _cmdline(pid: str) -> bytes:

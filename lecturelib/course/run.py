@@ -3,8 +3,10 @@
 A run takes a lock (one run at a time), then leaves a state folder in logs/autograde/run/: copies of the
 course's files (nbgrader_config.py, source/, notebooks/, lecturelib) and of submitted/ as they were when it
 started. A run that ends, even by Ctrl-C, removes it. A state folder found at the next start means that run
-was killed: the course files and submissions it kept are restored (what was there instead is moved aside to
-logs/autograde/interrupted-TIME/, nothing is lost), and the submissions it had not finished are named.
+was killed: the submissions it had not finished are named, and if it graded with --no-sandbox (its kernels had the
+instructor's rights) the course files and submissions it kept are restored (what was there instead is moved aside
+to logs/autograde/interrupted-TIME/, nothing is lost). A sandboxed kernel could change neither, so after a sandboxed
+run what differs is the instructor's own work since, and stays.
 Everything else a run needs (nbgrader's HOME, Jupyter and IPython folders, the sandbox's configuration, each
 submission's TMPDIR, kernel sockets and scratch folder) lives in a private folder in the system's temporary
 folder, removed when the run ends and, if it was killed, by the next run. Every Unix socket the run makes lives
@@ -272,7 +274,8 @@ class Run:
             _copy_files([p], roots[group], self.state / "files" / group)
         if self.course.submitted.is_dir():  # regular files only (screened before the run): links are kept as links
             shutil.copytree(self.course.submitted, self.state / "submitted", symlinks=True, ignore=_not_files)
-        self._write({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "running": [], "done": []})
+        self._write({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "running": [], "done": [],
+                     "sandboxed": self.sandboxed})
 
     def _write(self, state: dict[str, Any]) -> None:
         tmp = self.state / "state.json.tmp"
@@ -330,10 +333,14 @@ class Run:
         aside = self.logs / f"interrupted-{time.strftime('%Y%m%d-%H%M%S')}"
         restored = []
         roots = _kept_roots(self.course)
+        # Only a run with --no-sandbox gave kernels the rights to change the course's files or submitted/; a
+        # sandboxed kernel sees neither. After a sandboxed run was killed, a difference is the instructor's own
+        # work since (an edited master, lecturelib, a new collect): it stays as it is.
+        could_change = state.get("sandboxed") is False
         for prefix, kept_root, live_root in (("", self.state / "files" / "course", roots["course"]),
                                              ("lecturelib/", self.state / "files" / "lecturelib", roots["lecturelib"]),
                                              ("submitted/", self.state / "submitted", self.course.submitted)):
-            if not kept_root.is_dir():
+            if not kept_root.is_dir() or not could_change:
                 continue
             for kept in sorted(p for p in kept_root.rglob("*") if p.is_file()):
                 live = live_root / kept.relative_to(kept_root)
