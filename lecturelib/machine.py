@@ -146,7 +146,7 @@ class Machine:
     def compute(self, dtype: str = "fp32") -> ComputeRoof:
         """The measured compute roof of `dtype` (measured on first use, then kept)."""
         if dtype not in self._compute:
-            self._compute[dtype] = _measure_compute(self.device, dtype, self.threads, self.quick)
+            self._compute[dtype] = compute_roof(dtype, self.device, threads=self.threads, quick=self.quick)
         return self._compute[dtype]
 
     def roof_flop_per_s(self, dtype: str = "fp32") -> float:
@@ -228,6 +228,22 @@ def measure(device: str | None = None, *, threads: int | None = None, quick: boo
                               tiers=tuple(find_tiers(sweep, caches, memory_name="HBM" if device == "cuda" else "DRAM")),
                               noise=measure_noise(device, threads, quick))
     return _CACHE[key]
+
+
+_ROOFS: dict[tuple[str, str, int, bool], ComputeRoof] = {}
+
+
+def compute_roof(dtype: str = "fp32", device: str | None = None, *, threads: int | None = None,
+                 quick: bool | None = None) -> ComputeRoof:
+    """The measured compute roof of one dtype alone (no memory sweep): measured once per kernel, shared with measure()."""
+    # For a notebook that needs only MFU's denominator: measure() also sweeps the memory tiers (seconds on a CPU).
+    device = device or hardware.detect_device()
+    threads = threads or (1 if device == "cpu" else torch.get_num_threads())
+    quick = runmode.quick() if quick is None else quick
+    key = (device, dtype, threads, quick)
+    if key not in _ROOFS:
+        _ROOFS[key] = _measure_compute(device, dtype, threads, quick)
+    return _ROOFS[key]
 
 
 def sweep_sizes(device: str, quick: bool) -> list[int]:

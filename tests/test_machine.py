@@ -131,3 +131,10 @@ def test_measure_this_machine_once_per_kernel() -> None:
     assert m.compute("fp32") is roof
     assert m.noise.low <= 1 <= m.noise.high or m.noise.floor >= 0
     assert m.describe().count("\n") == len(m.tiers) + 2  # title, tiers, one compute roof, noise
+
+
+def test_compute_roof_alone_is_the_one_measure_shares() -> None:
+    roof = machine.compute_roof("fp32", quick=True)  # no memory sweep
+    assert machine.compute_roof("fp32", quick=True) is roof  # measured once per kernel
+    assert machine.measure(quick=True).compute("fp32") is roof  # the machine model reads the same measurement
+    assert roof.dtype == "fp32" and roof.flop_per_s >= roof.median_flop_per_s > 0
