@@ -592,3 +592,24 @@ def test_message_size_counts_every_part() -> None:
     msg = {"content": {"data": {"text/plain": "x" * 1000}, "deep": deep}, "metadata": {"m": "y" * 500},
            "buffers": [b"z" * 300]}
     assert 1800 < message_bytes(msg) < 1800 + 2 * 100_000 + 100
+
+
+def test_hidden_lines_read_a_less_than_sign_in_code_as_code(tmp_path: Path) -> None:
+    """Source is not HTML: a `<` in a visible check must not hide what follows it, or a hidden line that repeats that
+    visible line would count as a secret (and every honest page as a leak)."""
+    visible = "expect_bool(bool(torch.where(j < k, a, b).sum() > 0), True)"
+    master = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f"{visible}\n### BEGIN HIDDEN TESTS\n{visible}\nexpect_count(int((x < 7919).sum()) + offset, 12)\n"
+        "### END HIDDEN TESTS", metadata={"nbgrader": {"grade": True, "grade_id": "t", "locked": True, "points": 1,
+                                                       "solution": False, "schema_version": 3}})])
+    released = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(visible)])
+    for folder, nb in (("source", master), ("notebooks", released)):
+        (tmp_path / folder / "A").mkdir(parents=True)
+        nbformat.write(nb, tmp_path / folder / "A" / "A.ipynb")
+    (tmp_path / "nbgrader_config.py").write_text("")
+    secret = hidden_lines(Course(tmp_path), "A")
+    assert secret == {"expect_count(int((x < 7919).sum()) + offset, 12)"}  # the repeated visible line is public
+    page = "<pre>expect_bool(bool(torch.where(j &lt; k, a, b).sum() &gt; 0), True)</pre>"
+    assert leak(page, secret, []) == ""
+    shown = "<span>expect_count(int((x</span> &lt; 7919).sum()) + offset, 12)"
+    assert leak(shown, secret, []).startswith("a hidden test line")

@@ -41,12 +41,18 @@ def _plain(text: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())
 
 
+def _folded(source: str) -> str:
+    """A notebook's source as a page shows it (`_plain` of its HTML): the same text, whitespace folded. Source is not
+    HTML: a `<` in code starts no tag (`_plain` of it would drop what stands between `<` and the next `>`)."""
+    return " ".join(source.split())
+
+
 def hidden_lines(course: Course, assignment: str) -> set[str]:
     """Lines of the hidden test blocks that the student release does not show anywhere."""
     lines: set[str] = set()
     for master in course.source_notebooks(assignment):
         released = course.release / assignment / master.name
-        public = _plain("\n".join(c.source for c in read_notebook(released).cells)) if released.exists() else ""
+        public = _folded("\n".join(c.source for c in read_notebook(released).cells)) if released.exists() else ""
         for cell in read_notebook(master).cells:
             if not is_test_cell(cell):
                 continue
@@ -56,8 +62,8 @@ def hidden_lines(course: Course, assignment: str) -> set[str]:
                     inside = True
                 elif HIDDEN_MARKS[1] in line:
                     inside = False
-                elif inside and len(_plain(line)) >= MIN_SECRET_CHARS and _plain(line) not in public:
-                    lines.add(_plain(line))
+                elif inside and len(_folded(line)) >= MIN_SECRET_CHARS and _folded(line) not in public:
+                    lines.add(_folded(line))
     return lines
 
 
