@@ -207,7 +207,7 @@ def test_canvas_or_moodle_without_a_roster_collects_nothing_and_says_why(course:
     (archive(course) / "leeann_101_9001_01_toy.ipynb").write_bytes((course.release / ASSIGNMENT / NOTEBOOK).read_bytes())
     collected, problems = collect_downloads(course, ASSIGNMENT, lms="canvas")
     assert collected == [] and len(problems) == 1 and "no roster in gradebook.db" in problems[0]
-    assert "nbgrader db student import roster.csv" in problems[0] and not course.gradebook.exists()
+    assert ".venv/bin/python -m lecturelib.course roster roster.csv" in problems[0] and not course.gradebook.exists()
 
 
 def test_submission_times_come_from_timestamps_csv(course: Course) -> None:
