@@ -299,12 +299,18 @@ def import_roster(gradebook: Path, path: Path) -> tuple[list[str], list[str]]:
     from nbgrader.api import Gradebook
 
     entries, problems = read_roster_csv(path)
-    known = read_roster(gradebook).ids
+    held = read_roster(gradebook)
+    known, listed = held.ids, {e.id for e in entries}
     for e in entries:
-        other = [i for i in same_id(e.id, Roster(ids=known)) if i != e.id]
+        other = [i for i in same_id(e.id, held) if i != e.id]
         if other and e.id not in known:
             problems.append(f"{path.name} line {e.line}: id {e.id!r} differs only in case from {other[0]!r}, already in "
                             f"the gradebook (ids match without case): write {other[0]!r}")
+        for column, value, index in (("lms_user_id", e.lms_user_id, held.by_lms_user_id),
+                                     ("email", (e.email or "").lower(), held.by_email)):
+            holders = [i for i in index.get(value or "", []) if i not in listed]
+            if value and holders:  # collect would no longer know whose upload it is
+                problems.append(f"{path.name} line {e.line}: {column} {value!r} is {holders[0]}'s in the gradebook")
     if problems:
         return [], problems + [f"nothing imported: correct {path.name}, then import it again"]
     guard_gradebook()
