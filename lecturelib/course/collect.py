@@ -351,6 +351,10 @@ class SafeExchangeCollect(ExchangeCollect):
                     self.log.error("%s: refused %s: %s", student, name, releases.why(assignment, owner))
         if os.path.isdir(dest) and not any(Path(dest, n).is_file() for n in notebooks):
             shutil.rmtree(dest)  # nothing to grade: no submission rather than a 0 nobody asked for
+            try:
+                os.rmdir(os.path.dirname(dest))  # the student's folder nbgrader made for it, when it holds nothing else
+            except OSError:
+                pass
             self.log.error("%s: not collected: no notebook of %s in the submission", student, assignment)
         elif os.path.isdir(dest):
             for note in settle_time(Path(dest), received):
