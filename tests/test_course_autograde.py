@@ -463,8 +463,8 @@ def test_a_term_in_the_exchange_flow(written_built: Path, tmp_path: Path, monkey
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.split()}
     assert "2/2 autograded, 3 manual points to grade" in rows["liar"] and "timestamp.txt claimed" in rows["liar"]
     assert "which is no time: ignored; the exchange received it" in rows["garbage"] and "2/2 autograded" in rows["garbage"]
-    assert (f"timestamp.txt read {GARBAGE!r}, which is no time: graded with no submission time (collect it again to "
-            "take the exchange's)") in rows["handmade"] and "2/2 autograded" in rows["handmade"]
+    assert (f"timestamp.txt read {GARBAGE!r}, which is no time: graded with no submission time (so not late): "
+            "collect it again, or correct timestamp.txt") in rows["handmade"] and "2/2 autograded" in rows["handmade"]
     assert "not saved: OSError: No space left on device; grade it again" in rows["broken"]
     assert f"submitted/pdf/{ASSIGNMENT}/{NOTEBOOK} is not a valid notebook" in rows["pdf"]
     assert rows["3"].startswith("3 of 5 submissions autograded; 3 wait for manual grading")

@@ -345,10 +345,10 @@ class SafeExchangeCollect(ExchangeCollect):
         for name in sorted(notebooks):
             path = Path(dest, name)
             if path.is_file():
-                owner = releases.owner(assignment, path.read_bytes())
-                if owner:
+                other = releases.owner(assignment, path.read_bytes())
+                if other:
                     path.unlink()
-                    self.log.error("%s: refused %s: %s", student, name, releases.why(assignment, owner))
+                    self.log.error("%s: refused %s: %s", student, name, releases.why(assignment, other))
         if os.path.isdir(dest) and not any(Path(dest, n).is_file() for n in notebooks):
             shutil.rmtree(dest)  # nothing to grade: no submission rather than a 0 nobody asked for
             try:

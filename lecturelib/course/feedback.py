@@ -8,6 +8,10 @@ preprocessors) keeps every cell's source and each test cell's verdict (which nev
 shows no output of a cell at or after the first test cell that holds a hidden check. `feedback` then reads every
 page it wrote for the hidden test lines and for the hidden inputs themselves (the literals in the expressions of
 hidden expect_* calls), and removes a page that shows one.
+
+A page is only for a submission whose every graded cell is graded: until a person has graded a written answer, its
+page would say "0.0 / 3.0" and a partial total, so `feedback` writes none and says which cells wait. An upload that
+is no notebook gets no page either, and the advice is the student's (hand in the notebook), not a regrade.
 """
 
 from __future__ import annotations

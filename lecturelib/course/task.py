@@ -603,8 +603,8 @@ def save(course: Course, result: Result) -> list[str]:
         with open(stamp_file, "rb") as f:
             stamp = f.read(256).decode("utf-8", errors="replace").strip()
     timestamp = read_time(stamp) if stamp else None
-    notes = [f"{TIMESTAMP} read {stamp[:60]!r}, which is no time: graded with no submission time (collect it again "
-             "to take the exchange's)"] if stamp and timestamp is None else []
+    notes = [f"{TIMESTAMP} read {stamp[:60]!r}, which is no time: graded with no submission time (so "
+             "not late): collect it again, or correct timestamp.txt"] if stamp and timestamp is None else []
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
         warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush notices, as in `nbgrader autograde`
         if timestamp:
