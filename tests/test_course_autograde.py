@@ -484,7 +484,7 @@ def test_a_term_in_the_exchange_flow(written_built: Path, tmp_path: Path, monkey
         "01_toy: ex1_2 not graded by hand yet; total left blank")
     assert csv_rows["handmade"] == ["handmade", "", "handmade", "", "", "",
                                     "01_toy: ex1_2 not graded by hand yet; total left blank"]
-    assert csv_rows["pdf"][5:] == csv_rows["broken"][5:] == ["", "01_toy: not graded (collected, not autograded)"]
+    assert csv_rows["pdf"][5:] == csv_rows["broken"][5:] == ["", "01_toy: not graded (collected but not autograded)"]
     capsys.readouterr()
 
     assert main(["feedback"]) == 1

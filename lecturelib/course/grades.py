@@ -188,7 +188,7 @@ def _row(course: Course, gb: Gradebook, student: object, assignments: list[str],
             submission = gb.find_submission(assignment, sid)
         except MissingEntry:
             collected = (course.submitted / sid / assignment).is_dir()
-            notes.append(f"{assignment}: {'not graded (collected, not autograded)' if collected else 'no submission'}")
+            notes.append(f"{assignment}: {'not graded (collected but not autograded)' if collected else 'no submission'}")
             continue
         total, waiting = 0.0, []
         for notebook in submission.notebooks:
