@@ -490,8 +490,17 @@ def test_browser_instructor_grades_a_reflection_and_it_is_saved(browser, instruc
         page.close()
 
 
+def grade_the_written_answers(course: Course) -> None:
+    """What an instructor does in Formgrader before feedback (which writes no page while a written answer waits):
+    every written answer nobody graded yet gets its points (1)."""
+    with sqlite3.connect(course.gradebook) as db:
+        db.execute("update grade set manual_score = 1, needs_manual_grade = 0 where auto_score is null and "
+                   "manual_score is null")
+
+
 def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_course) -> None:
     course, base, token = instructor_course
+    grade_the_written_answers(course)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -526,6 +535,7 @@ def test_browser_instructor_pages_run_no_student_script(browser, instructor_cour
     with Gradebook(f"sqlite:///{course.gradebook}") as gb:
         submission_id = gb.find_submission_notebook(master.stem, PILOT, "blank").id
     if not list(course.feedback.glob(f"blank/{PILOT}/*.html")):
+        grade_the_written_answers(course)
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
                        capture_output=True, text=True, timeout=300)
