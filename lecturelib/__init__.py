@@ -1,8 +1,8 @@
 """lecturelib: the reference calculators, measurements and grading helpers of the Resource Accounting course.
 
 Modules (imported on first use, so `import lecturelib.grading` stays light for the autograder):
-configs, params, models, flops, counter, traffic, memory, step_memory, hardware, inference, profiler, data, quant,
-training, plots, widgets, runmode, grading, workspace, course (the instructor's; not in the student bundle).
+configs, params, models, flops, counter, traffic, memory, step_memory, hardware, machine, inference, profiler, data,
+quant, training, plots, widgets, runmode, grading, workspace, course (the instructor's; not in the student bundle).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ _MODULES = [
     "grading",
     "hardware",
     "inference",
+    "machine",
     "memory",
     "models",
     "params",

@@ -1,6 +1,9 @@
 """Grading helpers: what notebook test cells call, and the trusted judge that scores them.
 
-A test cell states facts as ``expect_count(matmul_flops(2, 3, 4), 48)``: an expression and a literal.
+A test cell states facts as ``expect_count(matmul_flops(2, 3, 4), 48)``: an expression and a literal, and may say
+which property of the student's build a failure means: ``expect_bool(..., True, why="the running sum was not
+rescaled when the maximum changed")``. ``why`` is a literal too, written in the student's terms and never quoting a
+hidden input; the verdict shows it, for hidden checks as well, and so does the feedback page.
 
 * In a notebook (Validate, nbval, a student running the cell) the ``expect_*`` functions compare right
   there, after turning the answer into a plain value (``operator.index`` for counts, ``float`` for
@@ -127,36 +130,37 @@ def _quiet() -> Any:
 # What test cells call (notebook mode): compare in the kernel and raise CheckFailed
 
 
-def _expect(kind: str, value: object, expected: object, tol: str = "float") -> None:
+def _expect(kind: str, value: object, expected: object, tol: str = "float", why: str = "") -> None:
+    prefix = f"{why}: " if why else ""
     with _quiet():
         try:
             got = PLAIN[kind](value)
         except NotPlainValue as e:
-            raise CheckFailed(str(e)) from None
+            raise CheckFailed(prefix + str(e)) from None
     if not matches(kind, got, expected, tol):
-        raise CheckFailed(f"expected {expected!r}, got {got!r}")
+        raise CheckFailed(f"{prefix}expected {expected!r}, got {got!r}")
 
 
-def expect_count(value: object, expected: int) -> None:
-    """Check that `value` is the integer `expected` (NumPy and torch integers accepted)."""
-    _expect("count", value, expected)
+def expect_count(value: object, expected: int, why: str = "") -> None:
+    """Check that `value` is the integer `expected` (NumPy and torch integers accepted); `why`: what a failure means."""
+    _expect("count", value, expected, why=why)
 
 
-def expect_real(value: object, expected: float, tol: str = "float") -> None:
+def expect_real(value: object, expected: float, tol: str = "float", why: str = "") -> None:
     """Check that `value` is the real `expected` within the tolerance class `tol` (see TOLERANCES)."""
     if tol not in TOLERANCES:
         raise ValueError(f"unknown tolerance {tol!r}; known: {', '.join(TOLERANCES)}")
-    _expect("real", value, expected, tol)
+    _expect("real", value, expected, tol, why)
 
 
-def expect_bool(value: object, expected: bool) -> None:
-    """Check that `value` is the truth value `expected`."""
-    _expect("bool", value, expected)
+def expect_bool(value: object, expected: bool, why: str = "") -> None:
+    """Check that `value` is the truth value `expected`; `why`: what a failure means, in the student's terms."""
+    _expect("bool", value, expected, why=why)
 
 
-def expect_counts(value: object, expected: Sequence[int]) -> None:
+def expect_counts(value: object, expected: Sequence[int], why: str = "") -> None:
     """Check that `value` is the sequence of integers `expected` (tuple, list or torch.Size)."""
-    _expect("counts", value, tuple(expected))
+    _expect("counts", value, tuple(expected), why=why)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,6 +191,7 @@ class Check:
     tol: str  # tolerance class (reals only)
     hidden: bool  # inside a BEGIN/END HIDDEN TESTS block
     line: str  # the source line, shown in feedback for visible checks only
+    why: str = ""  # what a failure means, in the student's terms: shown for hidden checks too
 
 
 class InvalidTestCell(ValueError):
@@ -241,24 +246,32 @@ def prepare_test_cell(source: str, grade_id: str) -> tuple[str, list[Check]]:
         if call is None or kind is None:
             body.append(stmt)
             continue
-        args = list(call.args) + [kw.value for kw in call.keywords if kw.arg in ("value", "expected", "tol")]
-        if len(args) < 2 or any(kw.arg not in ("value", "expected", "tol") for kw in call.keywords):
+        named = {kw.arg: kw.value for kw in call.keywords}
+        positional = ("value", "expected", "tol", "why") if kind == "real" else ("value", "expected", "why")
+        if len(call.args) > len(positional) or set(named) - set(positional) or set(named) & set(positional[:len(call.args)]):
+            raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: write expect_{kind}(EXPRESSION, LITERAL"
+                                  f"{', TOL' if kind == 'real' else ''}, why=TEXT)")
+        given = dict(zip(positional, call.args)) | named
+        if "value" not in given or "expected" not in given:
             raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: write expect_{kind}(EXPRESSION, LITERAL)")
         try:
-            expected = ast.literal_eval(args[1])
-            tol = ast.literal_eval(args[2]) if len(args) > 2 else "float"
+            expected = ast.literal_eval(given["expected"])
+            tol = ast.literal_eval(given["tol"]) if "tol" in given else "float"
+            why = ast.literal_eval(given["why"]) if "why" in given else ""
         except ValueError:
             raise InvalidTestCell(
-                f"{grade_id}: line {stmt.lineno}: the expected value must be a literal (arithmetic in a comment)"
-            ) from None
+                f"{grade_id}: line {stmt.lineno}: the expected value must be a literal, and so must tol and why "
+                "(arithmetic in a comment)") from None
         if tol not in TOLERANCES:
             raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: unknown tolerance {tol!r}")
+        if not isinstance(why, str):
+            raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: why must be a string")
         segment = " ".join((ast.get_source_segment(source, stmt) or lines[stmt.lineno - 1]).split())
-        checks.append(Check(len(checks), kind, expected, tol, stmt.lineno in hidden, segment[:160]))
+        checks.append(Check(len(checks), kind, expected, tol, stmt.lineno in hidden, segment[:160], why))
         report = ast.parse(
             f"__lecturelib_report({grade_id!r}, {len(checks) - 1}, {kind!r}, lambda: None)", mode="eval"
         ).body
-        report.args[3].body = args[0]  # type: ignore[attr-defined]
+        report.args[3].body = given["value"]  # type: ignore[attr-defined]
         body.append(ast.Expr(report))
     if not checks:
         raise InvalidTestCell(f"{grade_id}: a graded test cell needs at least one expect_* call")
@@ -317,6 +330,8 @@ def judge(grade_id: str, checks: Sequence[Check], stdout: str) -> Verdict:
     messages, failed = [], []
     for c in checks:
         name = "a hidden check" if c.hidden else f"check {c.index + 1} `{c.line}`"
+        if c.why:  # the property a failure means, as the test's author wrote it for the student
+            name = f"{name} ({c.why})"
         recs = by_index.get(c.index, [])
         if len(recs) != 1:
             messages.append(f"{name}: did not run" if not recs else f"{name}: reported {len(recs)} times")

@@ -292,14 +292,33 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
     return None
 
 
+def _cpuinfo_field(cpuinfo: str, name: str) -> str | None:
+    """The first value of a /proc/cpuinfo field ("vendor_id", "cpu family"), or None."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
 def cpu_vector_units(cpuinfo: str | None = None) -> CpuVectorUnits | None:
     """The vector units of this CPU from the flags in /proc/cpuinfo (or `cpuinfo` text); None where unknown."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
     flags = cpu_flags(cpuinfo) or frozenset()
+    # AMD Zen 4 (family 25 = 0x19 with AVX-512) runs each 512-bit FMA as two halves on its 256-bit pipes: the
+    # datapath, not the register, sets the rate (AMD Software Optimization Guide for Family 19h, section 2.11).
+    zen4 = _cpuinfo_field(cpuinfo, "vendor_id") == "AuthenticAMD" and _cpuinfo_field(cpuinfo, "cpu family") == "25"
     for flag, isa, bits, fma, units in _VECTOR_FLAGS:
         if flag in flags:
             # an FMA is 2 FLOPs per lane; without FMA the multiply pipe and the add pipe do 1 each
             per_lane = 2 if fma else 1
-            return CpuVectorUnits(isa, bits, fma, units, units * (bits // 32) * per_lane)
+            datapath = 256 if zen4 and bits == 512 else bits
+            return CpuVectorUnits(isa, bits, fma, units, units * (datapath // 32) * per_lane)
     return None
 
 

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import psutil
 import torch
@@ -430,6 +431,33 @@ class Comparison:
         """time(a) / time(b), round by round: both were timed back to back, so a load change hits both."""
         per_round = [x / y for x, y in zip(self.seconds[a], self.seconds[b])]
         return Ratio(statistics.median(per_round), min(per_round), max(per_round))
+
+
+def effect(ratio: Ratio, above: str, below: str, *, at: float = 1.0) -> str:
+    """`above` if every round put the ratio above `at`, `below` if every round put it below, else "not shown"."""
+    # A verdict states an effect only when the spread of its interleaved rounds cannot explain it.
+    if ratio.above(at):
+        return above
+    if ratio.below(at):
+        return below
+    return f"not shown on this run (rounds {ratio.low:.2f}-{ratio.high:.2f}x straddle {at:g}x)"
+
+
+T = TypeVar("T")
+
+
+def until(measure: Callable[[], T], holds: Callable[[T], bool], *, tries: int = 3) -> tuple[T, bool]:
+    """Measure again, up to `tries` times, until `holds(result)`; the last result and whether it held."""
+    # For orderings that must hold (latency grows with the tier, a part costs no more than the whole): a run that
+    # breaks one was disturbed, so it is repeated; if it never holds, the caller says so instead of concluding.
+    if tries < 1:
+        raise ValueError(f"tries must be at least 1, got {tries}")
+    result = measure()
+    for _ in range(tries - 1):
+        if holds(result):
+            return result, True
+        result = measure()
+    return result, holds(result)
 
 
 def compare(

@@ -283,6 +283,7 @@ class Plan:
     manual: float = 0.0  # points of the cells graded by hand
     report: Report | None = None  # the first grading of the whole class
     left: tuple[list[Path], list[str]] = ([], [])  # planted files and attack processes found right after it
+    teaches: dict[str, list[Wrong]] = field(default_factory=dict)  # student -> the registered wrong builds it holds
 
     @property
     def full(self) -> float:
@@ -366,6 +367,10 @@ def make_class(course: Course, assignment: str) -> Plan:
     for w in mistakes:
         assert w.cell in plan.tests_of and plan.tests_of[w.cell], f"{assignment}: {w.label}: {w.cell} is no graded answer"
         assert set(w.fails) <= set(plan.points), f"{assignment}: {w.label}: unknown test cells {w.fails}"
+        # a build that skips the mechanism its exercise teaches keeps at most a third of the exercise's points
+        exercise = sum(plan.points[t] for t in plan.tests_of[w.cell])
+        kept = exercise - sum(plan.points[t] for t in (w.fails or plan.tests_of[w.cell]) if t in plan.tests_of[w.cell])
+        assert kept <= exercise / 3, f"{assignment}: {w.label}: keeps {kept:g} of {exercise:g} points"
     rounds: list[dict[str, Wrong]] = []
     for w in mistakes:
         k = next((i for i, r in enumerate(rounds) if w.cell not in r), len(rounds))
@@ -383,7 +388,9 @@ def make_class(course: Course, assignment: str) -> Plan:
     submit(course, assignment, "wrong-and-skipped",
            {name: edited(solved, edits, drop=lambda c: nbgrader_meta(c).get("grade_id") in gone)})
     plan.expected["wrong-and-skipped"] = plan.full - sum(plan.points[t] for t in lost)
+    plan.teaches["wrong-and-skipped"] = [w for w in (rounds[0] if rounds else {}).values()]
     for k, more in enumerate(rounds[1:], start=2):
+        plan.teaches[f"wrong-{k}"] = list(more.values())
         submit(course, assignment, f"wrong-{k}", {name: edited(solved, {c: w.source for c, w in more.items()})})
         plan.expected[f"wrong-{k}"] = plan.full - sum(
             plan.points[t] for t in {t for w in more.values() for t in (w.fails or plan.tests_of[w.cell])})
@@ -696,7 +703,7 @@ def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded) ->
                             and s not in ("attack-builtins", "attack-flood", "attack-network"))
     digest = lambda: {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in course.submitted.rglob("*") if p.is_file()}
     before = digest()
-    again = autograde(course, [TOY], workers=2, students=again_students, cell_timeout_s=CELL_TIMEOUT_S)
+    again = autograde(course, [TOY], workers=2, students=again_students, cell_timeout_s=CELL_TIMEOUT_S, force=True)
     assert len(again_students) == 7
     assert {o.student: o.score for o in again.outcomes} == {s: plan.outcomes[s].score for s in again_students}
     assert digest() == before
@@ -708,7 +715,7 @@ def test_roundtrip_feedback_never_shows_hidden_tests(graded, assignment: str) ->
     """Every page of the pilot's class (hostile outputs included); elsewhere the untouched release's page, where
     every check fails (the pages' filter is the same code for every notebook: what differs is the hidden tests)."""
     course, plan = graded[assignment]
-    students = None if assignment == PILOT else ["untouched"]
+    students = None if assignment == PILOT else ["untouched", *plan.teaches]
     problems = feedback(course, [assignment], students)  # no leak of hidden tests or graders' references; a page each
     ungraded = sorted(s for s, o in plan.outcomes.items() if not o.graded)  # but what could not be graded
     assert [p.split(" not written: ")[0] for p in problems] == [f"feedback/{s}/{assignment}/{assignment}.html"
@@ -720,6 +727,11 @@ def test_roundtrip_feedback_never_shows_hidden_tests(graded, assignment: str) ->
         text = page.read_text(encoding="utf-8")
         assert "BEGIN HIDDEN TESTS" not in text
         assert not [line for line in hidden_lines(course, assignment) if line in _plain(text)]
+    # a failed build's page says which property failed, in the words its test gave (`why`), and no hidden input
+    for student, wrongs in plan.teaches.items():
+        shown = _plain((course.feedback / student / assignment / f"{assignment}.html").read_text(encoding="utf-8"))
+        missing = [w.label for w in wrongs if w.teaches and _plain(w.teaches) not in shown]
+        assert missing == [], f"{student}'s page does not say why: {missing}"
     # graders see each written answer's reference and rubric in the autograded notebook; a student's page never does
     graded_nb = course.autograded / "untouched" / assignment / f"{assignment}.ipynb"
     assert any(c.metadata.get(MARK) for c in read_notebook(graded_nb).cells)

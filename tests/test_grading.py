@@ -201,3 +201,35 @@ def test_judge_shows_counts_as_tuples() -> None:
     rewritten, checks = prepare_test_cell("expect_counts(shape(), (2, 3))\n", "t")
     verdict = judge("t", checks, run_prepared(rewritten, {"shape": lambda: [2, 4]}))
     assert verdict.messages == ("check 1 `expect_counts(shape(), (2, 3))`: expected (2, 3), got (2, 4)",)
+
+
+def test_why_says_which_property_failed_for_hidden_checks_too() -> None:
+    cell = ('expect_bool(ring_ok(2), True, why="each rank sends only to its right neighbour")\n'
+            "### BEGIN HIDDEN TESTS\n"
+            'expect_count(blocks(7919), 3, why="a block was read twice")\n'
+            "expect_count(blocks(7907), 5)\n"
+            "### END HIDDEN TESTS\n")
+    rewritten, checks = prepare_test_cell(cell, "t")
+    assert [c.why for c in checks] == ["each rank sends only to its right neighbour", "a block was read twice", ""]
+    assert "each rank sends" not in rewritten and "7919" in rewritten  # why stays with the grader, like the literal
+    verdict = judge("t", checks, run_prepared(rewritten, {"ring_ok": lambda n: False, "blocks": lambda n: 4}))
+    assert verdict.messages == (
+        "check 1 `expect_bool(ring_ok(2), True, why=\"each rank sends only to its right neighbour\")` (each rank sends "
+        "only to its right neighbour): expected True, got False",
+        "a hidden check (a block was read twice) failed",  # the property, never the input 7919 or the expected 3
+        "a hidden check failed",
+    )
+
+
+def test_why_in_notebook_mode_leads_the_message() -> None:
+    with pytest.raises(CheckFailed, match=r"^the scale was not applied: expected 4, got 5$"):
+        expect_count(5, 4, why="the scale was not applied")
+    with pytest.raises(CheckFailed, match=r"^no rescale: expected 1\.0, got 2\.0$"):
+        expect_real(2.0, 1.0, "single", why="no rescale")
+
+
+@pytest.mark.parametrize("source", ["expect_count(f(), 2, why=reason)\n", "expect_count(f(), 2, why=3)\n",
+                                    "expect_count(f(), 2, because='x')\n", "expect_count(f(), 2, 'x', 'y')\n"])
+def test_why_must_be_a_string_literal(source: str) -> None:
+    with pytest.raises(InvalidTestCell):
+        parse_test_cell(source)

@@ -239,7 +239,10 @@ def test_roofline_time_times_attainable_rate_is_the_flops(flops: int, n_bytes: i
     assert r.time_s * r.attainable_flop_per_s == pytest.approx(flops, rel=1e-9, abs=1e-9)
 
 
-CPUINFO_ZEN4 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu MHz\t\t: 2596.146\nflags\t\t: fpu sse2 avx fma avx2 avx512f avx512bw\n"
+CPUINFO_ZEN4 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\ncpu MHz\t\t: 2596.146\n"
+                "flags\t\t: fpu sse2 avx fma avx2 avx512f avx512bw\n")
+CPUINFO_SAPPHIRE = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\ncpu MHz\t\t: 2100.000\n"
+                    "flags\t\t: fpu sse2 avx fma avx2 avx512f avx512bw amx_bf16\n")
 CPUINFO_HASWELL = "processor\t: 0\ncpu MHz\t\t: 3400.000\nflags\t\t: fpu sse2 avx fma avx2\n"
 CPUINFO_SANDY = "processor\t: 0\nflags\t\t: fpu sse2 avx\n"
 CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes\n"
@@ -248,7 +251,8 @@ CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes\n"
 @pytest.mark.parametrize(
     ("cpuinfo", "isa", "flop_per_cycle"),
     [
-        (CPUINFO_ZEN4, "AVX-512", 64),  # 2 units × 16 lanes × 2
+        (CPUINFO_ZEN4, "AVX-512", 32),  # 2 units × 8 lanes (a 512-bit FMA runs as two 256-bit halves) × 2
+        (CPUINFO_SAPPHIRE, "AVX-512", 64),  # 2 units × 16 lanes × 2
         (CPUINFO_HASWELL, "AVX2+FMA", 32),  # 2 units × 8 lanes × 2
         (CPUINFO_SANDY, "AVX", 16),  # a multiply pipe and an add pipe × 8 lanes
         (CPUINFO_ARM, "NEON", 16),  # 2 pipes × 4 lanes × 2

@@ -17,6 +17,7 @@ class Wrong:
     label: str  # the mistake, in words ("an off-by-one tile edge")
     source: str  # the whole wrong answer cell (it must define what the right one defines)
     fails: tuple[str, ...] = ()  # grade_ids of the test cells that must fail; () = every test cell after `cell`
+    teaches: str = ""  # the `why` of a check it fails, which its feedback page must show (in the student's terms)
 
 
 def load(assignment: str) -> list[Wrong]:
