@@ -417,8 +417,11 @@ def test_roster_refuses_markup_and_ids_that_are_not_plain_and_imports_nothing(
 
 
 def readme_commands(step: str) -> list[str]:
-    """The commands the README's instructor table prints in the row of `step`, exactly as printed."""
-    (row,) = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(f"| {step} |")]
+    """The commands the README's instructor table (the Instructor guide's first) prints in the row of `step`, exactly
+    as printed."""
+    guide = (ROOT / "README.md").read_text().split("\n## Instructor guide\n", 1)[1]
+    table = guide[guide.index("\n| step | command |"):].split("\n\n", 1)[0]
+    (row,) = [line for line in table.splitlines() if line.startswith(f"| {step} |")]
     return [c for c in re.findall(r"`([^`]+)`", row) if c.startswith(".venv/bin/")]
 
 
