@@ -412,7 +412,8 @@ def test_exchange_collect_copies_only_the_assignments_own_files(built: Path, tmp
     assert done.returncode == 0, done.stdout + done.stderr
     folder = course.submitted / "mallory" / ASSIGNMENT
     assert sorted(os.listdir(course.submitted)) == ["mallory"]  # a name with markup is no student (nor a page's text)
-    assert sorted(os.listdir(folder)) == [NOTEBOOK]
+    # no timestamp.txt in the exchange: the exchange's own time is written, and collect-notes.txt says so
+    assert sorted(os.listdir(folder)) == [NOTEBOOK, "collect-notes.txt", "timestamp.txt"]
     assert not (folder / NOTEBOOK).is_symlink()
     assert "refused notes.txt: a symbolic link" in done.stderr and "refused fifo: a named pipe" in done.stderr
     archive = course.root / "downloaded" / ASSIGNMENT / "archive"

@@ -1,5 +1,5 @@
-"""`python -m lecturelib.course build|check|collect|autograde|scheduler|worker|audit|feedback|grades|bundle`: the
-instructor's commands."""
+"""`python -m lecturelib.course build|check|roster|collect|autograde|scheduler|worker|audit|feedback|grades|bundle`:
+the instructor's commands."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lecturelib.course import grades
+from lecturelib.course import grades, roster
 from lecturelib.course.audit import audit, format_findings
 from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
 from lecturelib.course.build import build, check
@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="regenerate notebooks/ (the release) and solutions/ from source/")
     p = sub.add_parser("check", help="fail on drift, stored outputs, bad grade_ids and tests that grade wrongly")
     p.add_argument("--no-execute", action="store_true", help="skip running the solution and the release")
+    p = sub.add_parser("roster", help="import the class roster (a CSV: id,first_name,last_name,email,lms_user_id) "
+                                      "into the gradebook, every row checked first")
+    p.add_argument("csv", metavar="ROSTER.csv")
     p = sub.add_parser("collect", help="collect the LMS's downloads in downloaded/ASSIGNMENT/archive/ into submitted/ "
                                        "(in place of nbgrader zip_collect)")
     p.add_argument("assignment", metavar="ASSIGNMENT")
@@ -89,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--student", action="append", dest="students", metavar="ID", help="only this student (repeatable)")
     p.add_argument("--cells", action="store_true", help="a column per graded cell instead of per assignment")
     p.add_argument("--out", metavar="FILE.csv", help="where to write (default exports/canvas-grades[-cells].csv)")
+    p.add_argument("--partial", action="store_true",
+                   help="write a total even when a part of it (a written answer) is not graded yet (default: blank)")
+    p.add_argument("--canvas-id", action="append", default=[], metavar="ASSIGNMENT=ID",
+                   help="Canvas's id of an assignment (repeatable; default: canvas-ids.csv): its column is titled "
+                        "'ASSIGNMENT (ID)', which Canvas matches by the id")
     args = parser.parse_args(argv)
 
     scripts_on_path()  # nbgrader runs `alembic` by name: no command needs an activated venv
@@ -148,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         success = f"collected {len(collected)} submission{'s' if len(collected) != 1 else ''} into submitted/"
     elif args.command == "grades":
         return _grades(course, args)
+    elif args.command == "roster":
+        done, problems = roster.import_roster(course.gradebook, Path(args.csv))
+        success = "; ".join(done)
     elif args.command == "bundle":
         dirty: list[str] = []
         try:
@@ -217,7 +228,9 @@ def _grades(course: Course, args: argparse.Namespace) -> int:
         print("no gradebook.db: autograde first", file=sys.stderr)
         return 2
     try:
-        table = grades.export(course, assignments=args.only, students=args.students, cells=args.cells)
+        ids = {**grades.read_canvas_ids(course.root / grades.CANVAS_IDS), **grades.canvas_option(args.canvas_id)}
+        table = grades.export(course, assignments=args.only, students=args.students, cells=args.cells,
+                              partial=args.partial, canvas_ids=ids)
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -229,6 +242,13 @@ def _grades(course: Course, args: argparse.Namespace) -> int:
     print(f"wrote {shown}: {plural(len(table.rows), 'student')}, {plural(len(table.columns), 'column')} (Canvas "
           f"gradebook import); Notes: {plural(table.late, 'late submission')}, "
           f"{plural(table.ungraded, 'written answer')} not graded by hand yet")
+    if table.blank:
+        print(f"{plural(table.blank, 'total')} left blank: a written answer in {'it' if table.blank == 1 else 'each'} "
+              "is not graded yet (Formgrader > Manual Grading; --partial writes partial totals)")
+    untitled = [c.assignment for c in table.columns if c.cell is None and c.title == c.assignment]
+    if untitled and len(untitled) < len(table.columns):
+        print(f"no Canvas id for {', '.join(untitled)}: Canvas matches that column by its title (add it to "
+              f"{grades.CANVAS_IDS} or --canvas-id)")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from nbgrader.converters.base import NbGraderException
 
 import lecturelib
 from lecturelib.course import sandbox
-from lecturelib.course.collect import screen
+from lecturelib.course.collect import screen, valid_student
 from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
 from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
 from lecturelib.course.preprocessors import SANDBOX_ENV
@@ -121,6 +122,17 @@ def _outcome(result: Result, log_dir: Path) -> Outcome:
     (log_dir / f"{result.student}--{result.assignment}.log").write_text(result.log)
     return Outcome(result.student, result.assignment, graded=result.graded, problems=list(result.problems),
                    notes=list(result.notes), seconds=result.seconds)
+
+
+def _save(course: Course, result: Result) -> list[str] | str:
+    """Save one result (task.save): its notes, or why it could not be saved (then nothing of it stays in autograded/,
+    and the run goes on with the other submissions)."""
+    try:
+        return task_save(course, result)
+    except Exception as e:  # noqa: BLE001 - one submission's failure is its problem, never the run's
+        shutil.rmtree(course.autograded / result.student / result.assignment, ignore_errors=True)
+        reason = str(e).splitlines()[0][:200] if str(e) else ""
+        return f"not saved: {type(e).__name__}: {reason}; grade it again"
 
 
 def _ensure_gradebook(course: Course, assignments: list[str], students: list[str]) -> list[str]:
@@ -261,7 +273,9 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
     # CPU time per process: what all cores could use in the submission's time, a backstop only
     limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
     with Run(course, sandboxed=sandboxed, limits=limits, workers=workers) as run:
-        notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}), sorted({s for s, _ in pairs}))
+        # a folder name that is no student id is not graded, and never becomes a student (a name in Formgrader's pages)
+        notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}),
+                                              sorted({s for s, _ in pairs if valid_student(s)}))
         if not sandboxed:
             notes.append(f"graded with --no-sandbox: {NO_SANDBOX_RISK}")
         log_dir = course.root / "logs" / "autograde"
@@ -306,15 +320,21 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
                     continue
                 with guard.lock:
                     in_flight.discard(pair)
+                    saved: list[str] | str = []
                     if not result.refused:
-                        task_save(course, result)
-                        check.graded(pair, result.graded)
+                        saved = _save(course, result)
+                        check.graded(pair, result.graded and not isinstance(saved, str))
                     out = _outcome(result, log_dir)
                     out.problems[:0], out.notes[:0] = screened[pair].problems, screened[pair].notes
+                    if isinstance(saved, str):
+                        out.graded = False
+                        out.problems.append(saved)
+                    else:
+                        out.notes += saved
                     for suspect, problems in guard.verify(pair, in_flight).items():
                         told.setdefault(suspect, []).extend(problems)
                     out.problems += told.pop(pair, [])
-                    if not result.refused:
+                    if not result.refused and not isinstance(saved, str):
                         run.mark(pair, done=True)
                 outcomes[pair] = out
                 progress.done(failed=not out.graded)

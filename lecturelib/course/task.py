@@ -52,7 +52,6 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
     SaveCells,
 )
-from nbgrader.utils import parse_utc
 from traitlets.config import Config as TraitletsConfig
 from traitlets.config.loader import PyFileConfigLoader
 from traitlets.utils.importstring import import_item
@@ -618,28 +617,36 @@ def _safe_path(base: Path, rel: str) -> Path:
     return target
 
 
-def save(course: Course, result: Result) -> None:
+def save(course: Course, result: Result) -> list[str]:
     """Write one graded submission into the course, in the coordinator only: its autograded/ folder (replaced, as
     `nbgrader autograde --force` replaces it) and its scores in the gradebook (the preprocessors of the course's
     config that write it: SaveAutoGrades, AssignLatePenalties), with the submission's timestamp.txt as nbgrader reads
     it. A submission that could not be graded leaves no autograded/ folder (as nbgrader leaves none); one that a
-    worker refused or lost is not saved at all: its earlier grades stay until it is graded."""
+    worker refused or lost is not saved at all: its earlier grades stay until it is graded. Returns notes: a
+    timestamp.txt that is no time is not used (the submission then has none), and said so."""
+    from lecturelib.course.collect import TIMESTAMP, read_time
+
     dest = course.autograded / result.student / result.assignment
     if dest.is_symlink():
         dest.unlink()
     shutil.rmtree(dest, ignore_errors=True)
     if not result.graded:
-        return
+        return []
     for rel, data in result.files.items():
         target = _safe_path(dest, rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     db_url = f"sqlite:///{course.gradebook}?timeout=120"
-    stamp_file = course.submitted / result.student / result.assignment / "timestamp.txt"
-    stamp = stamp_file.read_text().strip() if stamp_file.is_file() else ""
+    stamp_file = course.submitted / result.student / result.assignment / TIMESTAMP
+    stamp = ""
+    if stamp_file.is_file() and not stamp_file.is_symlink():  # written by the student's process in the exchange flow
+        with open(stamp_file, "rb") as f:
+            stamp = f.read(256).decode("utf-8", errors="replace").strip()
+    timestamp = read_time(stamp) if stamp else None
+    notes = [f"{TIMESTAMP} read {stamp[:60]!r}, which is no time: graded with no submission time (so "
+             "not late): collect it again, or correct timestamp.txt"] if stamp and timestamp is None else []
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
         warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush notices, as in `nbgrader autograde`
-        timestamp = parse_utc(stamp) if stamp else None
         if timestamp:
             gb.update_or_create_submission(result.assignment, result.student, timestamp=timestamp)
         else:
@@ -661,6 +668,7 @@ def save(course: Course, result: Result) -> None:
         path = dest / f"{name}.ipynb"
         output, _ = exporter.from_filename(str(path), resources=resources)
         path.write_text(str(output), encoding="utf-8")  # the notebook's JSON text
+    return notes
 
 
 def sandbox_unavailable() -> str | None:
