@@ -341,21 +341,21 @@ def merge_lone_plateaus(groups: Sequence[Sequence[BandwidthPoint]]) -> list[list
     """A plateau of one size between two others joins the neighbour nearer in log rate, until none is left."""
     # A lone size between two plateaus straddles a boundary. The first and last groups stay even alone (the
     # largest size may be all the sweep saw of memory).
-    groups = [list(g) for g in groups]
+    runs: list[list[BandwidthPoint]] = [list(g) for g in groups]
     merged = True
-    while merged and len(groups) > 2:
+    while merged and len(runs) > 2:
         merged = False
-        for i in range(1, len(groups) - 1):
-            if len(groups[i]) == 1:
-                rate = math.log(groups[i][0].best_bytes_per_s)
-                before = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in groups[i - 1])))
-                after = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in groups[i + 1])))
+        for i in range(1, len(runs) - 1):
+            if len(runs[i]) == 1:
+                rate = math.log(runs[i][0].best_bytes_per_s)
+                before = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in runs[i - 1])))
+                after = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in runs[i + 1])))
                 target = i - 1 if before <= after else i + 1
-                groups[target] = sorted(groups[target] + groups[i], key=lambda p: p.working_set_bytes)
-                del groups[i]
+                runs[target] = sorted(runs[target] + runs[i], key=lambda p: p.working_set_bytes)
+                del runs[i]
                 merged = True
                 break
-    return groups
+    return runs
 
 
 def tiers_from_plateaus(groups: Sequence[Sequence[BandwidthPoint]], caches: Sequence[tuple[str, int]] = (),
