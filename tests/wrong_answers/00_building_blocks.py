@@ -78,4 +78,18 @@ def count_params(module: nn.Module) -> int:
     """Number of parameter elements of `module` and its submodules, each tensor once, frozen ones included."""
     return sum(p.numel() for p in module.parameters())
 ''', teaches="parameters() (or modules()) did the walk, not your function"),
+    Wrong(cell="ex0_5", label="the ReLU forgotten: two linear layers in a row are one linear map", source='''
+class TwoLayerNet(nn.Module):
+    """The lecture's two-layer net: Linear(d_in, hidden) → ReLU → Linear(hidden, d_out), biases included."""
+
+    def __init__(self, d_in: int, hidden: int, d_out: int) -> None:
+        """Two nn.Linear layers, linear1 then linear2."""
+        super().__init__()
+        self.linear1 = nn.Linear(d_in, hidden)
+        self.linear2 = nn.Linear(hidden, d_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., d_in) -> (..., d_out)."""
+        return self.linear2(self.linear1(x))
+''', teaches="the forward is not linear1, then a ReLU, then linear2, both with their biases"),
 ]

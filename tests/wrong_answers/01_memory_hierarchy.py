@@ -42,6 +42,7 @@ def read_bandwidth(working_set_bytes: int, *, bytes_per_call: int = 2**25, warmu
     return calls * repeats * working_set_bytes / (clock() - start)
 ''', teaches="not one sum kernel per call, warm-up calls included"),
     Wrong(cell="ex1_3", label="each size compared with the size before it, not with its plateau's median", source='''
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -72,6 +73,7 @@ def plateaus(rates: Sequence[float], drop: float = 0.3) -> list[list[int]]:
     return groups
 ''', teaches="a size was compared with the size before it, not with its plateau's median rate"),
     Wrong(cell="ex1_3", label="a skipped step: a lone size between two plateaus left alone", source='''
+import math
 import statistics
 from collections.abc import Sequence
 
