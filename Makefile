@@ -16,16 +16,21 @@ TORCH_PIN := $(shell grep -o '^torch==[^ ]*' requirements.txt)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab instructor test quick bundle setup
+.PHONY: lab instructor test quick bundle setup FORCE
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+# Setup runs again when requirements.txt or pyproject.toml differ from what was installed (the stamp keeps a copy of
+# both), not when they are merely newer: a copy of the same files (a new download unpacked over this folder, a git
+# checkout) reinstalls nothing.
+INSTALLED := $(shell cat requirements.txt pyproject.toml 2>/dev/null | cmp -s - $(STAMP) && echo same)
+$(STAMP): $(if $(INSTALLED),,FORCE)
 	@test -n "$(PYTHON)" || { echo "make: no python3.11, python3.12 or python3.13 runs here; install one, or run: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --index-url $(TORCH_INDEX) $(TORCH_PIN))
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-	touch $(STAMP)
+	cat requirements.txt pyproject.toml > $(STAMP)
+FORCE:
 
 # Students: JupyterLab on work/, their own copy of the release (notebooks/): made on the first `make lab`, never
 # overwritten (lecturelib/workspace.py: notebooks the course adds are copied in, a changed notebook is kept), with
@@ -56,3 +61,18 @@ quick: $(STAMP)
 OUT ?= dist/student
 bundle: $(STAMP)
 	$(PY) -m lecturelib.course bundle $(OUT)
+
+# A class on JupyterHub on this machine (README, "Running the course on JupyterHub"): as root, from the instructor's
+# checkout after `make setup`: accounts from ROSTER, a password each (printed once), the students' course and Python
+# in HUB_DIR, then JupyterHub in the foreground on HUB_IP:HUB_PORT (127.0.0.1: this machine only) until Ctrl-C.
+# INSTRUCTOR: the account that owns this checkout; HUB_ARGS: more options (`.venv/bin/python jupyterhub/classhub.py -h`).
+ROSTER ?= roster.csv
+INSTRUCTOR ?= $(shell stat -c %U .)
+HUB_DIR ?= /srv/resource-accounting
+HUB_IP ?= 127.0.0.1
+HUB_PORT ?= 8000
+HUB_ARGS ?=
+.PHONY: hub
+hub:
+	@test -f $(STAMP) || { echo "make hub: no course environment in $(VENV) yet: run make setup first (as $(INSTRUCTOR))"; exit 2; }
+	$(PY) jupyterhub/classhub.py --roster $(ROSTER) --instructor $(INSTRUCTOR) --hub-dir $(HUB_DIR) --ip $(HUB_IP) --port $(HUB_PORT) $(HUB_ARGS)

@@ -178,14 +178,8 @@ def activation_bytes_per_layer(
 
 
 @dataclass(frozen=True)
-class MemoryBreakdown:
-    """Bytes of training (or inference) state by part; total_bytes is their sum."""
-
-    weights_bytes: int  # the weights the forward pass reads
-    gradients_bytes: int  # one gradient per parameter
-    optimizer_bytes: int  # optimizer states (AdamW: m and v)
-    master_weights_bytes: int  # fp32 master copy in mixed precision, else 0
-    activations_bytes: int  # saved for backward, all layers (Korthikanti et al. 2022)
+class Breakdown:
+    """Bytes by part: every field named *_bytes is a part, total_bytes is their sum (other fields label it)."""
 
     @property
     def total_bytes(self) -> int:
@@ -193,18 +187,24 @@ class MemoryBreakdown:
         return sum(self.parts().values())
 
     def parts(self) -> dict[str, int]:
-        """The parts by name, without the total."""
-        return {
-            "weights_bytes": self.weights_bytes,
-            "gradients_bytes": self.gradients_bytes,
-            "optimizer_bytes": self.optimizer_bytes,
-            "master_weights_bytes": self.master_weights_bytes,
-            "activations_bytes": self.activations_bytes,
-        }
+        """The parts by name, in field order, without the total."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name.endswith("_bytes")}
 
-    def as_dict(self) -> dict[str, int]:
-        """The parts and total_bytes, in that order."""
-        return {**self.parts(), "total_bytes": self.total_bytes}
+    def as_dict(self) -> dict[str, int | str]:
+        """The labels (e.g. a phase), the parts and total_bytes, in that order."""
+        labels = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.endswith("_bytes")}
+        return {**labels, **self.parts(), "total_bytes": self.total_bytes}
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown(Breakdown):
+    """Bytes of training (or inference) state by part; total_bytes is their sum."""
+
+    weights_bytes: int  # the weights the forward pass reads
+    gradients_bytes: int  # one gradient per parameter
+    optimizer_bytes: int  # optimizer states (AdamW: m and v)
+    master_weights_bytes: int  # fp32 master copy in mixed precision, else 0
+    activations_bytes: int  # saved for backward, all layers (Korthikanti et al. 2022)
 
 
 def model_states(n_params: int, recipe: Recipe | str) -> MemoryBreakdown:

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lecturelib.configs import ModelConfig
-from lecturelib.memory import RECOMPUTE_MODES, Recipe, Recompute, dtype_bits, recipe_from_name
+from lecturelib.memory import (RECOMPUTE_MODES, Breakdown, Recipe, Recompute, dtype_bits, model_states, recipe_from_name,
+                               tensor_bytes)
 from lecturelib.models import ATTENTION_IMPLS, GPT, AttentionImpl
 from lecturelib.profiler import TensorPeak, peak_memory, release_free_heap, tensor_peak_memory
 from lecturelib.params import attention_params, mlp_params, n_params, norm_params
@@ -181,7 +182,7 @@ def saved_activations(
 
 
 @dataclass(frozen=True)
-class StepMemory:
+class StepMemory(Breakdown):
     """Bytes alive at one moment of a training step, by part; total_bytes is their sum."""
 
     phase: str  # the moment: "loss forward", "loss backward", "last block backward", ..., "optimizer step"
@@ -193,28 +194,6 @@ class StepMemory:
     activations_bytes: int  # kept for backward (all blocks, embedding, final norm), incl. a recomputed block
     logits_bytes: int  # logits and the loss's (B·T, V) buffers
     workspace_bytes: int  # gradients of activations in flight and one layer's backward temporaries
-
-    @property
-    def total_bytes(self) -> int:
-        """The sum of the parts."""
-        return sum(self.parts().values())
-
-    def parts(self) -> dict[str, int]:
-        """The parts by name, without the total and the phase."""
-        return {
-            "weights_bytes": self.weights_bytes,
-            "weight_copies_bytes": self.weight_copies_bytes,
-            "gradients_bytes": self.gradients_bytes,
-            "master_weights_bytes": self.master_weights_bytes,
-            "optimizer_bytes": self.optimizer_bytes,
-            "activations_bytes": self.activations_bytes,
-            "logits_bytes": self.logits_bytes,
-            "workspace_bytes": self.workspace_bytes,
-        }
-
-    def as_dict(self) -> dict[str, int | str]:
-        """The phase, the parts and total_bytes."""
-        return {"phase": self.phase, **self.parts(), "total_bytes": self.total_bytes}
 
     def labelled_parts(self) -> dict[str, int]:
         """The parts under readable names (PART_LABELS), for figures."""
@@ -236,7 +215,7 @@ PART_LABELS: dict[str, str] = {
 
 def _per_param(count: int, dtype: str | None) -> int:
     """Bytes of `count` values of `dtype` (0 for None)."""
-    return 0 if dtype is None else count * dtype_bits(dtype) // 8
+    return 0 if dtype is None else tensor_bytes(count, dtype)
 
 
 def step_phases(
@@ -264,11 +243,9 @@ def step_phases(
     embedding_params = n_total - cfg.n_layer * layer_params - norm_params(cfg) - untied_head  # token (+ position)
     grad = lambda count: _per_param(count, recipe.grad_dtype)  # noqa: E731
     copy = lambda count: _per_param(count, recipe.weight_copy_dtype)  # noqa: E731
-    states = dict(
-        weights_bytes=_per_param(n_total, recipe.weight_dtype),
-        master_weights_bytes=_per_param(n_total, recipe.master_dtype),
-        optimizer_bytes=sum(_per_param(n_total, dtype) for dtype in recipe.optimizer_state_dtypes),
-    )
+    model = model_states(n_total, recipe)  # the one account of what each parameter costs under the recipe
+    states = dict(weights_bytes=model.weights_bytes, master_weights_bytes=model.master_weights_bytes,
+                  optimizer_bytes=model.optimizer_bytes)
     # autocast caches one copy of every matmul weight while the forward pass runs; afterwards only
     # the copies that backward needs stay: all of them, or with full recompute the head's alone (each
     # block re-casts its weights when backward recomputes it)

@@ -27,8 +27,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: igno
 
 # The longest test files first (CI runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`): each worker starts
 # on one of the two longest and the short files fill in around them, so neither waits for the other at the end.
-FIRST = ("tests/test_course_roundtrip.py", "tests/test_browser.py", "tests/test_course_build.py",
-         "tests/test_course_autograde.py", "solutions/")
+FIRST = ("tests/test_course_roundtrip.py", "tests/test_browser.py", "tests/test_jupyterhub.py",
+         "tests/test_course_build.py", "tests/test_course_autograde.py", "solutions/")
 
 
 def pytest_collection_modifyitems(session, config, items):  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from lecturelib.course.__main__ import main
 from lecturelib.course.autograde import autograde, format_table
 from lecturelib.course.build import build
 from lecturelib.course.guard import RunCheck, gradebook_cells
+from lecturelib.course.run import Run
 from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, read_notebook, write_notebook
 from test_course_build import toy, toy_course
 
@@ -152,6 +154,24 @@ def test_killed_run_is_found_and_repaired_at_the_next_start(course: Course) -> N
     time.sleep(2)  # the killed run's nbgrader died with it (PR_SET_PDEATHSIG), and its kernel with nbgrader
     private = f"lecturelib-autograde-{killed.pid}-".encode()
     assert not [p for p in os.listdir("/proc") if p.isdigit() and (private in _cmdline(p) or _cwd(p) == course.root)]
+
+
+def test_killed_sandboxed_run_keeps_what_the_instructor_changed_since(course: Course) -> None:
+    """A sandboxed kernel can reach neither the course's files nor submitted/: after a killed sandboxed run, a master
+    edited and a submission collected again since are the instructor's work, and the next run leaves them."""
+    submit(course, {"honest": RIGHT})
+    Run(course, sandboxed=True, limits=sandbox.Limits())._save_state()  # what a killed run leaves behind
+    master = course.source_notebooks(ASSIGNMENT)[0]
+    edited = master.read_bytes().replace(b"Toy", b"Toy, edited")
+    master.write_bytes(edited)
+    resubmitted = course.submitted / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    collected_again = resubmitted.read_text() + "\n"
+    resubmitted.write_text(collected_again)
+    with Run(course, sandboxed=False, limits=sandbox.Limits()) as run:
+        (note,) = [n for n in run.notes if "was killed before it ended" in n]
+    assert "restored" not in note
+    assert master.read_bytes() == edited and resubmitted.read_text() == collected_again
+    assert not list((course.root / "logs" / "autograde").glob("interrupted-*"))
 
 
 def _cmdline(pid: str) -> bytes:
@@ -359,3 +379,84 @@ def test_restore_missing_cells_leaves_a_cell_the_release_does_not_manage(tmp_pat
     assert [c["id"] for c in done.cells] == [f"cell-{k}" for k in range(5)]  # nothing restored twice
     assert [nbgrader_meta(c).get("grade_id") for c in done.cells] == ["intro", None, "setup", "ex1_1", "ex1_1_test"]
     assert done.cells[1].source == "My own notes, in the cell that held the prose." and done.cells[3].source == RIGHT
+
+
+# The submission makes a Unix socket of its own, where multiprocessing puts them (its TMPDIR): graded 2/2 only if it
+# can (without the sandbox the kernel's TMPDIR is the run's private folder).
+OWN_SOCKET = "\nimport multiprocessing.connection\nmultiprocessing.connection.Listener(family='AF_UNIX').close()"
+
+
+def test_autograde_under_a_long_tmpdir_keeps_every_socket_short(course: Course, tmp_path: Path) -> None:
+    """A 120-character TMPDIR (a Unix socket's path has at most 107 bytes): multiprocessing's forkserver, the
+    kernel's IPC sockets and the submission's own socket all live in short folders; nothing is left in TMPDIR.
+    (--no-sandbox: the kernel's TMPDIR is then the run's private folder; in the sandbox it is the sandbox's /tmp.)"""
+    tmpdir = tmp_path / "t"
+    tmpdir = Path(str(tmpdir) + "x" * (120 - len(str(tmpdir))))
+    tmpdir.mkdir()
+    assert len(str(tmpdir)) == 120
+    submit(course, {"honest": RIGHT + OWN_SOCKET})
+    graded = subprocess.run([sys.executable, "-m", "lecturelib.course", "autograde", "--cell-timeout", "60",
+                             "--no-sandbox"], cwd=course.root, env={**os.environ, "TMPDIR": str(tmpdir)},
+                            capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stderr[-2000:] + graded.stdout
+    assert "honest   01_toy      2/2 autograded" in graded.stdout
+    assert list(tmpdir.iterdir()) == []
+
+
+def _state(course: Course) -> dict:
+    try:
+        return json.loads((course.root / "logs" / "autograde" / "run" / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def test_ctrl_c_stops_autograde_with_one_line(course: Course) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) while the second of two submissions runs: one line on stderr
+    that says how many are left, nothing on stdout, exit status 130 (what a shell reports for Ctrl-C)."""
+    submit(course, {"ann": RIGHT, "bob": RIGHT + "\nimport time\ntime.sleep(600)"})
+    command = [sys.executable, "-m", "lecturelib.course", "autograde", "--no-sandbox", "--cell-timeout", "60"]
+    run = subprocess.Popen(command, cwd=course.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    deadline = time.monotonic() + 300
+    while f"ann/{ASSIGNMENT}" not in _state(course).get("done", []) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _state(course)["running"] == [f"bob/{ASSIGNMENT}"]
+    os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    out, err = run.communicate(timeout=120)
+    assert (run.returncode, out, err) == (130, "", "stopped; run it again to grade the 1 left\n")
+    assert not (course.root / "logs" / "autograde" / "run").exists()  # ended, not killed: the next run resumes
+    private = f"lecturelib-autograde-{run.pid}-"  # nothing of it runs on: bob's kernel (its cwd is in there) is gone
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and (private.encode() in _cmdline(p) or
+                                                                    private in str(_cwd(p)) or _cwd(p) == course.root)]
+
+
+def test_second_autograde_grades_only_what_changed(course: Course, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second run grades nothing unchanged ("unchanged" in the table, same scores); a new submission, an autograded
+    folder changed since, or a changed master is graded again; force grades again what did not change."""
+    graded: list[str] = []
+    grade = task.grade
+    monkeypatch.setattr(task, "grade", lambda t, kit: graded.append(t.student) or grade(t, kit))
+
+    def again(**kwargs: object) -> dict[str, tuple[float | None, bool]]:
+        graded.clear()
+        report = autograde(course, [ASSIGNMENT], sandboxed=False, cell_timeout_s=60, **kwargs)  # type: ignore[arg-type]
+        return {o.student: (o.score, o.unchanged) for o in report.outcomes}
+
+    submit(course, {"ann": RIGHT, "bob": "def double(x):\n    return x"})
+    assert again() == {"ann": (2.0, False), "bob": (0.0, False)} and sorted(graded) == ["ann", "bob"]
+    graded.clear()
+    report = autograde(course, [ASSIGNMENT], sandboxed=False, cell_timeout_s=60)
+    table = format_table(report.outcomes)
+    assert graded == [] and [o.notes for o in report.outcomes] == [["unchanged: not graded again"]] * 2
+    assert "ann      01_toy      2/2 autograded  -        unchanged: not graded again" in table
+    assert table.splitlines()[-1] == ("2 of 2 submissions autograded (2 unchanged since their last grading: --force "
+                                      "grades them again)")
+    submit(course, {"bob": RIGHT})  # bob uploads again
+    (course.autograded / "ann" / ASSIGNMENT / "stray.txt").write_text("not what grading left")
+    assert again() == {"ann": (2.0, False), "bob": (2.0, False)} and sorted(graded) == ["ann", "bob"]
+    (course.source / ASSIGNMENT / "data.txt").write_text("a data file the masters gained")
+    assert again(students=["ann"]) == {"ann": (2.0, False)} and graded == ["ann"]
+    assert again() == {"ann": (2.0, True), "bob": (2.0, False)} and graded == ["bob"]
+    assert again(force=True, students=["ann"]) == {"ann": (2.0, False)} and graded == ["ann"]
+    ledger = json.loads((course.root / "logs" / "autograde" / "graded.json").read_text())
+    assert sorted(ledger) == [f"ann/{ASSIGNMENT}", f"bob/{ASSIGNMENT}"]

@@ -540,6 +540,34 @@ def test_sanitize_keeps_honest_markdown_and_outputs() -> None:
     assert "<td>1</td>" in cleaned.data["text/html"] and cleaned.execution_count == 3
 
 
+@pytest.mark.parametrize("svg", [
+    '<svg xmlns="http://www.w3.org/2000/svg"><a href="&#106;avascript:alert(1)"><text y="9">x</text></a></svg>',
+    '<svg><a xlink:href="&#x6A;&#x61;vascript:alert(1)"><text>x</text></a></svg>',
+    '<svg><a><animate attributeName="href" values="jav&#9;ascript:alert(1)"/><text>x</text></a></svg>',
+    '<!DOCTYPE svg [<!ENTITY j "javascript:">]><svg><a href="&j;alert(1)"><text>x</text></a></svg>',
+    '<svg><a href="https://evil.example/"><text>x</text></a></svg>',  # a link out: no navigation from a grade page
+])
+def test_sanitize_and_audit_see_through_entity_encoded_svg_links(svg: str) -> None:
+    """Issue 32 §5: an SVG output whose link is `&#106;avascript:` (entity-encoded) or otherwise leaves the picture is
+    dropped at grading time, with the note, and `audit` reports it; a matplotlib SVG (glyphs by `#` reference) stays."""
+    import matplotlib.pyplot as plt
+    from nbformat.notebooknode import from_dict
+
+    from lecturelib.course.audit import markup_findings
+    from lecturelib.course.sanitize import DROPPED_NOTE, clean_output
+
+    out = from_dict({"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": svg}})
+    assert clean_output(out).data == {"text/plain": DROPPED_NOTE.format(types="image/svg+xml")}
+    cell = from_dict({"cell_type": "code", "source": "show()", "metadata": {}, "outputs": [out]})
+    assert markup_findings(cell, set()) == ["a saved output that could run script in a browser (HTML)"]
+    figure, text = plt.figure(figsize=(1, 1)), io.StringIO()
+    figure.gca().plot([0, 1])
+    figure.savefig(text, format="svg")
+    plt.close(figure)
+    honest = from_dict({"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": text.getvalue()}})
+    assert clean_output(honest).data == {"image/svg+xml": text.getvalue()}
+
+
 def test_logs_are_read_bounded(tmp_path: Path) -> None:
     """Item 5: a sparse 4 GiB log is read as its first and last 2 MiB, in well under a second."""
     from lecturelib.course.run import read_log

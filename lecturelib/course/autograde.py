@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import sqlite3
 import sys
@@ -15,6 +17,7 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook
 from nbgrader.converters.base import NbGraderException
 
+import lecturelib
 from lecturelib.course import sandbox
 from lecturelib.course.collect import screen
 from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
@@ -22,10 +25,11 @@ from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
 from lecturelib.course.preprocessors import SANDBOX_ENV
 from lecturelib.course.dispatch import Cluster, ClusterError, Local, Progress
 from lecturelib.course.run import Run
-from lecturelib.course.task import Result, Settings, course_version, make_kit, make_task
+from lecturelib.course.task import Kit, Result, Settings, Task, course_version, make_kit, make_task
 from lecturelib.course.task import save as task_save
 
 SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
+UNCHANGED = "unchanged: not graded again"  # the note of a submission skipped as unchanged (`--force` grades it)
 NO_SANDBOX_RISK = (
     "without a sandbox every kernel runs with your rights: a submission can read the hidden tests in "
     "gradebook.db, change other students' files and grades, plant code that later grading runs, and start "
@@ -81,6 +85,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # worth knowing, not a failure (e.g. cells restored)
     seconds: float = 0.0
+    unchanged: bool = False  # graded before from the same files, release, masters and settings: not graded again
 
 
 def submissions(course: Course, assignments: list[str], students: list[str] | None = None) -> list[tuple[str, str]]:
@@ -180,6 +185,42 @@ def _read_scores(course: Course, outcomes: list[Outcome]) -> None:
             o.manual_score = None
 
 
+def _with_grades(course: Course) -> set[tuple[str, str]]:
+    """(student, assignment) of every submission the gradebook holds grades of."""
+    with sqlite3.connect(course.gradebook, timeout=120) as db:
+        return set(db.execute("select sa.student_id, a.name from submitted_assignment sa"
+                              " join assignment a on sa.assignment_id = a.id"))
+
+
+def _due_dates(course: Course) -> dict[str, str]:
+    """Each assignment's due date in the gradebook (late penalties are assigned when a submission is graded)."""
+    with sqlite3.connect(course.gradebook, timeout=120) as db:
+        return {name: str(due) for name, due in db.execute("select name, duedate from assignment")}
+
+
+def _files_digest(label: str, files: dict[str, bytes]) -> str:
+    return hashlib.sha256("".join(f"{label}/{rel}\0{hashlib.sha256(data).hexdigest()}\0"
+                                  for rel, data in sorted(files.items())).encode()).hexdigest()
+
+
+def release_key(kit: Kit) -> str:
+    """sha256 of what every grading of an assignment depends on: nbgrader_config.py, the assignment's release and
+    masters (hidden tests and data files), and lecturelib (the notebooks import it; the preprocessors are its)."""
+    package = Path(lecturelib.__file__).parent
+    code = {rel: h.encode() for rel, h in digest(package).items() if "__pycache__" not in rel}
+    return _files_digest("", {"config": kit.config, "release": _files_digest("release", kit.release).encode(),
+                              "source": _files_digest("source", kit.source).encode(),
+                              "lecturelib": _files_digest("lecturelib", code).encode()})
+
+
+def grading_key(release: str, submission: Task, due: str) -> str:
+    """sha256 of everything a submission's grade depends on: its assignment's `release_key`, its files
+    (timestamp.txt included), the run's settings but its threads, and the assignment's due date (late penalties)."""
+    settings = dataclasses.replace(submission.settings, threads=None)
+    return _files_digest("", {"release": release.encode(), "settings": repr(settings).encode(), "due": due.encode(),
+                              "submitted": _files_digest("submitted", submission.files).encode()})
+
+
 def check_sandbox(sandboxed: bool) -> None:
     """Refuse to grade without a sandbox unless the instructor said --no-sandbox (SandboxUnavailable)."""
     if sandboxed:
@@ -201,15 +242,19 @@ class Report:
 
 def autograde(course: Course, assignments: list[str], *, workers: int = 1, students: list[str] | None = None,
               timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: int | None = None, sandboxed: bool = True,
-              limits: sandbox.Limits | None = None, scheduler: str = "", progress_bar: bool = False) -> Report:
+              limits: sandbox.Limits | None = None, scheduler: str = "", credentials: str | Path | None = None,
+              progress_bar: bool = False, force: bool = False) -> Report:
     """Autograde every submission of `assignments` (of `students`) with `workers` in parallel, or on the Dask
-    cluster of `scheduler` (tcp://HOST:8786), each kernel in a sandbox (`sandboxed=False` only when the instructor
-    accepts NO_SANDBOX_RISK), then verify the whole run. Submissions a run that was interrupted had graded are not
-    graded again (`Run.finished`)."""
+    cluster of the course's `scheduler` (tls://HOST:8786, with the certificates in `credentials`, default cluster/),
+    each kernel in a sandbox (`sandboxed=False` only when the instructor accepts NO_SANDBOX_RISK), then verify the
+    whole run. Submissions a run that was interrupted had graded are not graded again (`Run.finished`), nor, unless
+    `force`, those unchanged since their last grading (`grading_key`). Ctrl-C raises run.Stopped."""
     scripts_on_path()
     pairs = submissions(course, assignments, students)
     if not pairs:
         return Report([])
+    cluster = (Cluster(scheduler, course_version(course.root), tell=_tell if progress_bar else None, root=course.root,
+                       credentials_dir=Path(credentials) if credentials else None) if scheduler else None)
     if not scheduler:  # on a cluster each worker checks its own sandbox (and refuses without one)
         check_sandbox(sandboxed)
     screened = screen(course, pairs)  # before anything reads submitted/: links, devices, stray files moved out
@@ -229,6 +274,8 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
                             threads=None if scheduler else run.threads)
         outcomes: dict[tuple[str, str], Outcome] = {}
         tasks = []
+        with_grades, due = _with_grades(course), _due_dates(course)
+        releases = {a: release_key(kit) for a, kit in kits.items()}
         for pair in pairs:
             found = screened[pair]
             # what screening refused (a link, a pipe) is reported, and the notebook graded all the same; a notebook
@@ -239,13 +286,17 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
                 out.graded = True  # graded and verified by the run that was interrupted: not graded twice
                 out.notes.append("graded by the autograde run that was interrupted")
             elif found.gradable and not invalid:
-                tasks.append(make_task(course, *pair, settings))
-                in_flight.add(pair)
-                run.mark(pair, done=False)
-                continue
+                submission = make_task(course, *pair, settings)
+                key = grading_key(releases[pair[1]], submission, due.get(pair[1], ""))
+                if force or pair not in with_grades or not run.unchanged(pair, key):
+                    tasks.append(submission)
+                    in_flight.add(pair)
+                    run.mark(pair, done=False, grading_key=key)
+                    continue
+                out.graded = out.unchanged = True
+                out.notes.append(UNCHANGED)
             outcomes[pair] = out
-        engine: Local | Cluster = (Cluster(scheduler, version, tell=_tell if progress_bar else None) if scheduler
-                                   else Local(course.root, workers))
+        engine: Local | Cluster = cluster if cluster is not None else Local(course.root, workers)
         progress = Progress(len(tasks), enabled=progress_bar)
         results = engine.run(tasks, kits)
         try:
@@ -276,6 +327,9 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
         for o in ordered:
             o.problems += by_pair.get((o.student, o.assignment), [])
         _read_scores(course, ordered)
+        for o in ordered:
+            if o.problems:  # graded again next time, changed or not
+                run.forget((o.student, o.assignment))
     return Report(ordered, notes + others)
 
 
@@ -300,13 +354,16 @@ def format_table(outcomes: list[Outcome]) -> str:
     """The summary an instructor reads: one row a submission, then what waits for manual grading."""
     rows = [("student", "assignment", "score", "seconds", "problems")]
     for o in outcomes:
-        rows.append((printable(o.student), printable(o.assignment), score_text(o), f"{o.seconds:.1f}",
+        seconds = "-" if o.unchanged else f"{o.seconds:.1f}"
+        rows.append((printable(o.student), printable(o.assignment), score_text(o), seconds,
                      printable("; ".join(o.problems + o.notes)) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
     graded = [o for o in outcomes if o.graded]
     waiting = [o for o in graded if o.manual_max and o.manual_score is None]
+    unchanged = sum(o.unchanged for o in outcomes)
     lines.append(f"{len(graded)} of {len(outcomes)} submissions autograded"
+                 + (f" ({unchanged} unchanged since their last grading: --force grades them again)" if unchanged else "")
                  + (f"; {len(waiting)} wait for manual grading of their written answers "
                     f"(jupyter lab at the course root: Nbgrader > Formgrader > Manual Grading)" if waiting else ""))
     return "\n".join(lines)

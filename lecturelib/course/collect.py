@@ -1,10 +1,10 @@
 """What a submission may hold, wherever it comes from: the exchange, an LMS download, or submitted/ itself.
 
 A submission is the assignment's notebook(s), its data files (source/NN_topic's other files) and nbgrader's
-timestamp.txt, each a regular file no larger than MAX_FILE_BYTES. Anything else is refused with a message that
-names it and says why: a symbolic link (copied, it would be whatever it points to: a master in source/, the
-gradebook), a device file or a named pipe (endless or blocking reads), a folder, a stray file. The rest of the
-submission is still collected and graded.
+timestamp.txt and submission_secret.txt, each a regular file no larger than MAX_FILE_BYTES. Anything else is refused
+with a message that names it and says why: a symbolic link (copied, it would be whatever it points to: a master in
+source/, the gradebook), a device file or a named pipe (endless or blocking reads), a folder, a stray file. The rest
+of the submission is still collected and graded.
 
 * `screen` runs before `autograde` reads submitted/: refused entries are moved to logs/autograde/refused/, a
   student folder or assignment folder that is itself a link, or whose name is no valid student id, is not graded.
@@ -47,6 +47,7 @@ RATIO_FLOOR = 2**20
 ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".whl", ".jar")
 IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store", "__MACOSX", "Thumbs.db")  # editors' litter
 TIMESTAMP = "timestamp.txt"  # written by nbgrader collect: the submission time, for late penalties
+SECRET = "submission_secret.txt"  # written by nbgrader submit: names the feedback page release_feedback puts out for it
 # How each LMS names the files of a bulk download (see lecturelib.course.roster for whom the ids name).
 LMS_NAMES = {
     # STUDENT--FILE, e.g. alice--02_matmul_flops.ipynb: files named by hand (or by the instructor's script); the
@@ -134,7 +135,7 @@ def screen(course: Course, pairs: list[tuple[str, str]]) -> dict[tuple[str, str]
         for name in sorted(os.listdir(folder)):
             st = os.lstat(folder / name)
             what = kind(st)
-            if name in notebooks | data | {TIMESTAMP} and what == "a regular file" and st.st_size <= MAX_FILE_BYTES:
+            if name in notebooks | data | {TIMESTAMP, SECRET} and what == "a regular file" and st.st_size <= MAX_FILE_BYTES:
                 continue
             aside.mkdir(parents=True, exist_ok=True)
             os.rename(folder / name, aside / name)  # the entry itself, never what a link points to
@@ -231,7 +232,7 @@ class SafeExchangeCollect(ExchangeCollect):
         root = Path(self.coursedir.root)
         course = Course(root if (root / "nbgrader_config.py").exists() else Path.cwd())
         notebooks, data = expected_files(course, self.coursedir.assignment_id)
-        for problem in copy_submission(src, dest, notebooks | data | {TIMESTAMP}):
+        for problem in copy_submission(src, dest, notebooks | data | {TIMESTAMP, SECRET}):
             self.log.warning("%s: %s", student, problem)
 
     @staticmethod
