@@ -2,8 +2,8 @@
 
 An exercise is an autograded answer cell of a master notebook (nbgrader `solution`, not a manually graded cell) with
 the points of the test cells that follow it, up to the next answer cell; exercises whose tests carry no points (the
-predictions) are not counted. Its size is the code lines of its solution region (`### BEGIN SOLUTION` to
-`### END SOLUTION`; blank and comment lines not counted). A **mechanism** is a solution of at least
+predictions) are not counted. Its size is the code lines of its solution regions (`### BEGIN SOLUTION` to
+`### END SOLUTION`, every region of the cell; blank and comment lines not counted). A **mechanism** is a solution of at least
 `MECHANISM_LINES` code lines with a loop or a class in it (state carried from step to step: blocks read, messages
 sent, tokens fed); the rest are closed forms. The course's goals (issue "Points only for building"):
 at most 25 % of the exercises have a solution of 3 lines or fewer, and at least half of the autograded points are on
@@ -34,9 +34,9 @@ class Exercise:
 
     notebook: str  # "03_softmax_attention"
     grade_id: str  # "ex3_7"
-    lines: int  # code lines of the solution region
+    lines: int  # code lines of the solution regions
     points: float  # points of the test cells after it
-    has_loop: bool  # a for/while loop, a comprehension or a class in the solution region
+    has_loop: bool  # a for/while loop, a comprehension or a class in a solution region
 
     @property
     def mechanism(self) -> bool:
@@ -65,11 +65,10 @@ def exercises(root: Path = ROOT) -> list[Exercise]:
                 continue
             source = "".join(cell["source"])
             if meta.get("solution") and not meta.get("grade"):
-                match = _SOLUTION.search(source)
-                body = match.group(1) if match else ""
-                code = [ln for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+                bodies = _SOLUTION.findall(source)  # every region of the cell: one per function it asks for
+                code = [ln for body in bodies for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("#")]
                 current = {"grade_id": meta.get("grade_id", "?"), "lines": len(code), "points": 0.0,
-                           "has_loop": _has_loop(body) if code else False}
+                           "has_loop": any(_has_loop(body) for body in bodies if body.strip())}
                 pending.append(current)
             elif meta.get("grade") and not meta.get("solution") and current is not None:
                 current["points"] = float(current["points"]) + float(meta.get("points", 0))  # type: ignore[arg-type]
