@@ -16,16 +16,21 @@ TORCH_PIN := $(shell grep -o '^torch==[^ ]*' requirements.txt)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab instructor test quick bundle setup
+.PHONY: lab instructor test quick bundle setup FORCE
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+# Setup runs again when requirements.txt or pyproject.toml differ from what was installed (the stamp keeps a copy of
+# both), not when they are merely newer: a copy of the same files (a new download unpacked over this folder, a git
+# checkout) reinstalls nothing.
+INSTALLED := $(shell cat requirements.txt pyproject.toml 2>/dev/null | cmp -s - $(STAMP) && echo same)
+$(STAMP): $(if $(INSTALLED),,FORCE)
 	@test -n "$(PYTHON)" || { echo "make: no python3.11, python3.12 or python3.13 runs here; install one, or run: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --index-url $(TORCH_INDEX) $(TORCH_PIN))
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-	touch $(STAMP)
+	cat requirements.txt pyproject.toml > $(STAMP)
+FORCE:
 
 # Students: JupyterLab on work/, their own copy of the release (notebooks/): made on the first `make lab`, never
 # overwritten (lecturelib/workspace.py: notebooks the course adds are copied in, a changed notebook is kept), with

@@ -27,9 +27,20 @@ from lecturelib.course.preprocessors import (
     SanitizeNotebook,
 )
 from lecturelib.course.autograde import OnlyFromTheCourse
+from lecturelib.course.grades import SafeCsvExport
+from lecturelib.course.layout import scripts_on_path
 from lecturelib.course.reference import AddReference, StripReference
+from lecturelib.course.roster import EscapeNames, guard_gradebook
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+# `.venv/bin/nbgrader ...` from a shell without the venv on PATH: nbgrader runs `alembic` by name when it creates
+# gradebook.db (a roster import, a due date); this interpreter's bin/ (the venv's) first on PATH finds it.
+scripts_on_path()
+# Every student written into a gradebook by any nbgrader command or by Formgrader: plain ids, names as text
+# (lecturelib.course.roster); nbgrader's manual grading page prints names into its HTML, so it gets them escaped.
+guard_gradebook()
+c.HTMLExporter.preprocessors = [EscapeNames]
 
 here = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.root = here
@@ -52,6 +63,8 @@ c.ZipCollectApp.extractor_plugin = RefuseZipCollect
 # `nbgrader export` writes names and scores: into exports/ (ignored by git, like `course grades`' Canvas CSV), not
 # the course root.
 c.ExportPlugin.to = os.path.join(here, "exports", "grades.csv")
+# nbgrader's CSV as it writes it, but quoted, and no text cell a spreadsheet would read as a formula.
+c.ExportApp.plugin_class = SafeCsvExport
 
 # A cell may build a model or time a matmul sweep: 30 s (nbgrader's default) is too short on a laptop CPU.
 # (`python -m lecturelib.course autograde --cell-timeout N` overrides it for one run.)

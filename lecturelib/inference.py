@@ -150,10 +150,12 @@ class ServingDevice:
     """What bounds serving on one device: compute, memory bandwidth, memory capacity, board power."""
 
     name: str
-    peak_flop_per_s: float  # the dense 16-bit matmul peak (weight-only int8/int4 weights are multiplied in 16 bits)
+    # the dense 16-bit matmul peak (weight-only int8/int4 weights are multiplied in 16 bits); the phone's is not one:
+    # an NPU's "operations per second" of unstated precision (PHONE_NPU_OPS_PER_S), an order of magnitude only
+    peak_flop_per_s: float
     peak_bytes_per_s: float  # memory bandwidth
     memory_bytes: int  # memory the weights and KV cache share
-    power_w: float | None  # board power (TDP); None where the vendor publishes none
+    power_w: float | None  # board power (TDP), the maximum, not the draw at a given load; None where none is published
     source: str  # where the figures come from
 
 
@@ -169,7 +171,9 @@ _SD8G3 = ("https://www.qualcomm.com/products/mobile/snapdragon/smartphones/snapd
 # does "up to 35 trillion operations per second". Qualcomm publishes no such figure for the Snapdragon 8 Gen 3.
 _A17_PRO = "https://www.apple.com/newsroom/2023/09/apple-unveils-iphone-15-pro-and-iphone-15-pro-max/"
 PHONE_LPDDR5X_BYTES_PER_S = 4 * 16 // 8 * 4800e6 * 2  # 4 channels × 2 bytes × 4,800 MHz × 2 transfers per clock
-PHONE_NPU_OPS_PER_S = 35e12  # a phone NPU's order of magnitude (A17 Pro), in place of an unpublished figure
+# a phone NPU's order of magnitude (A17 Pro) in place of an unpublished figure: Apple states neither the precision nor
+# the kind of its "operations", so it is no dense 16-bit FLOP/s peak; batch-1 decode does not depend on it
+PHONE_NPU_OPS_PER_S = 35e12
 
 SERVING_DEVICES: dict[str, ServingDevice] = {
     "h100-sxm": ServingDevice("H100 SXM 80 GB", hardware.peak_flop_per_s("h100-sxm", "bf16"),

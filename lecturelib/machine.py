@@ -146,7 +146,7 @@ class Machine:
     def compute(self, dtype: str = "fp32") -> ComputeRoof:
         """The measured compute roof of `dtype` (measured on first use, then kept)."""
         if dtype not in self._compute:
-            self._compute[dtype] = _measure_compute(self.device, dtype, self.threads, self.quick)
+            self._compute[dtype] = compute_roof(dtype, self.device, threads=self.threads, quick=self.quick)
         return self._compute[dtype]
 
     def roof_flop_per_s(self, dtype: str = "fp32") -> float:
@@ -230,6 +230,41 @@ def measure(device: str | None = None, *, threads: int | None = None, quick: boo
     return _CACHE[key]
 
 
+def from_sweep(sweep: Sequence[BandwidthPoint], plateaus: Sequence[Sequence[BandwidthPoint]] | None = None, *,
+               device: str | None = None, threads: int | None = None, quick: bool | None = None) -> Machine:
+    """A Machine from a read sweep measured elsewhere (notebook 01's own probe): tiers from its plateaus."""
+    # `plateaus`: the sweep already cut into plateaus (each a run of consecutive sizes, smallest first); without
+    # them the sweep is cut at its knees as measure() cuts its own. Compute roofs are shared with measure()'s
+    # (compute_roof); the noise floor is measured now. Not cached: measure() still measures its own sweep.
+    device = device or hardware.detect_device()
+    threads = threads or (1 if device == "cpu" else torch.get_num_threads())
+    quick = runmode.quick() if quick is None else quick
+    memory_name = "HBM" if device == "cuda" else "DRAM"
+    if plateaus is None:
+        tiers = find_tiers(sweep, _cache_sizes(device), memory_name=memory_name)
+    else:
+        tiers = tiers_from_plateaus(plateaus, _cache_sizes(device), memory_name=memory_name)
+    ordered = tuple(sorted(sweep, key=lambda p: p.working_set_bytes))
+    return Machine(device=device, name=device_name(device), threads=threads, quick=quick, sweep=ordered,
+                   tiers=tuple(tiers), noise=measure_noise(device, threads, quick))
+
+
+_ROOFS: dict[tuple[str, str, int, bool], ComputeRoof] = {}
+
+
+def compute_roof(dtype: str = "fp32", device: str | None = None, *, threads: int | None = None,
+                 quick: bool | None = None) -> ComputeRoof:
+    """The measured compute roof of `dtype` alone (no memory sweep): measured once per kernel, shared with measure()."""
+    # For a notebook that needs only MFU's denominator: measure() also sweeps the memory tiers (seconds on a CPU).
+    device = device or hardware.detect_device()
+    threads = threads or (1 if device == "cpu" else torch.get_num_threads())
+    quick = runmode.quick() if quick is None else quick
+    key = (device, dtype, threads, quick)
+    if key not in _ROOFS:
+        _ROOFS[key] = _measure_compute(device, dtype, threads, quick)
+    return _ROOFS[key]
+
+
 def sweep_sizes(device: str, quick: bool) -> list[int]:
     """Working sets of the read sweep: 1 KiB to 256 MiB on a CPU (4 KiB to 2 GiB on a GPU), doubling; quick: ×4."""
     if device == "cuda":
@@ -300,26 +335,42 @@ def find_tiers(points: Sequence[BandwidthPoint], caches: Sequence[tuple[str, int
     """Cut a read sweep into plateaus at its knees (the rate falls by more than `drop`); the last one is memory."""
     if not points:
         raise ValueError("need at least one BandwidthPoint")
-    groups = _plateaus(points, drop)
-    # 2. A lone size between two plateaus straddles a boundary: it joins the plateau nearer in log rate. The last
-    #    group stays even alone (the largest size may be all the sweep saw of memory).
+    return tiers_from_plateaus(merge_lone_plateaus(_plateaus(points, drop)), caches, memory_name)
+
+
+def merge_lone_plateaus(groups: Sequence[Sequence[BandwidthPoint]]) -> list[list[BandwidthPoint]]:
+    """A plateau of one size between two others joins the neighbour nearer in log rate, until none is left."""
+    # A lone size between two plateaus straddles a boundary. The first and last groups stay even alone (the
+    # largest size may be all the sweep saw of memory).
+    runs: list[list[BandwidthPoint]] = [list(g) for g in groups]
     merged = True
-    while merged and len(groups) > 2:
+    while merged and len(runs) > 2:
         merged = False
-        for i in range(1, len(groups) - 1):
-            if len(groups[i]) == 1:
-                rate = math.log(groups[i][0].best_bytes_per_s)
-                before = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in groups[i - 1])))
-                after = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in groups[i + 1])))
+        for i in range(1, len(runs) - 1):
+            if len(runs[i]) == 1:
+                rate = math.log(runs[i][0].best_bytes_per_s)
+                before = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in runs[i - 1])))
+                after = abs(rate - math.log(statistics.median(q.best_bytes_per_s for q in runs[i + 1])))
                 target = i - 1 if before <= after else i + 1
-                groups[target] = sorted(groups[target] + groups[i], key=lambda p: p.working_set_bytes)
-                del groups[i]
+                runs[target] = sorted(runs[target] + runs[i], key=lambda p: p.working_set_bytes)
+                del runs[i]
                 merged = True
                 break
-    # 3. Names: memory last; a cache plateau by the smallest cache the OS reports that holds its smallest working
-    #    set ("cache 2" where none does), and the one that holds its largest where that is another ("L1–L2": this
-    #    machine streams from both alike). A second plateau of the same cache is the part of it this core does not
-    #    keep (a shared L3, on a VM shared with other machines too): named after the two it lies between, "L3–DRAM".
+    return runs
+
+
+def tiers_from_plateaus(groups: Sequence[Sequence[BandwidthPoint]], caches: Sequence[tuple[str, int]] = (),
+                        memory_name: str = "DRAM") -> list[Tier]:
+    """Name plateaus of a read sweep (runs of sizes, smallest first) after the caches they span; the last is memory."""
+    # Names: memory last; a cache plateau by the smallest cache the OS reports that holds its smallest working
+    # set ("cache 2" where none does), and the one that holds its largest where that is another ("L1–L2": this
+    # machine streams from both alike). A second plateau of the same cache is the part of it this core does not
+    # keep (a shared L3, on a VM shared with other machines too): named after the two it lies between, "L3–DRAM".
+    groups = [sorted(g, key=lambda p: p.working_set_bytes) for g in groups if g]
+    if not groups:
+        raise ValueError("need at least one plateau of one BandwidthPoint")
+    if any(a[-1].working_set_bytes >= b[0].working_set_bytes for a, b in zip(groups, groups[1:])):
+        raise ValueError("plateaus must be runs of increasing working sets, in order")
     tiers: list[Tier] = []
     names = [n for n, _ in caches] + [memory_name]
     for i, group in enumerate(groups):

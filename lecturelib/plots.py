@@ -833,12 +833,16 @@ def op_roofline_figure(
     *,
     overhead_fraction: float = 0.1,
     labelled: int = 6,
+    memory_tiers: Sequence[tuple[str, float]] = (),
+    memory_name: str = "",
     title: str = "Each operator on the roofline",
 ) -> Figure:
     """Operators (label, intensity, achieved FLOP/s, seconds, verdict) on a roofline: area ∝ time, color = verdict."""
     # Below overhead_fraction × the roofline an op reaches less than that share of both roofs: the overhead region.
-    # The `labelled` ops with the most time carry their labels.
-    for name, value in (("peak_flop_per_s", peak_flop_per_s), ("peak_bytes_per_s", peak_bytes_per_s)):
+    # The `labelled` ops with the most time carry their labels. memory_tiers: (name, bytes/s) of the other memory
+    # tiers some operators were judged against (their working sets live there), drawn as thin roofs of their own.
+    for name, value in (("peak_flop_per_s", peak_flop_per_s), ("peak_bytes_per_s", peak_bytes_per_s),
+                        *((f"memory tier {n!r}", v) for n, v in memory_tiers)):
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"{name} must be positive and finite, got {value}")
     if not 0 < overhead_fraction < 1:
@@ -856,11 +860,16 @@ def op_roofline_figure(
     grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
     roof = [min(peak_flop_per_s, x * peak_bytes_per_s) for x in grid]
     fig, ax = plt.subplots(figsize=(6.8, 4.6))
-    ax.plot(grid, roof, color="black", label=f"roofline: {peak_bytes_per_s / 1e9:,.3g} GB/s, "
+    ax.plot(grid, roof, color="black", label=f"roofline{f' ({memory_name})' if memory_name else ''}: "
+                                              f"{peak_bytes_per_s / 1e9:,.3g} GB/s, "
                                               f"{peak_flop_per_s / 1e9:,.3g} GFLOP/s")
     ax.plot(grid, [overhead_fraction * r for r in roof], color="gray", linestyle="--", linewidth=0.8,
             label=f"{overhead_fraction:.0%} of the roofline: overhead below")
     ax.axvline(ridge, color="gray", linestyle=":", linewidth=0.8)
+    tier_colors = ("tab:purple", "tab:brown", "tab:olive", "tab:cyan")
+    for k, (name, bytes_per_s) in enumerate(memory_tiers):
+        ax.plot(grid, [min(peak_flop_per_s, x * bytes_per_s) for x in grid], color=tier_colors[k % 4], linewidth=0.9,
+                label=f"{name}'s roof: {bytes_per_s / 1e9:,.3g} GB/s")
     longest = max(p[3] for p in points)
     for verdict, color in VERDICT_COLORS.items():
         mine = [p for p in points if p[4] == verdict]

@@ -398,6 +398,13 @@ class Ratio:
     low: float  # the smallest per-round ratio
     high: float  # the largest per-round ratio
 
+    @classmethod
+    def of(cls, per_round: Sequence[float]) -> Ratio:
+        """The Ratio of ratios taken round by round elsewhere (a loader run, a cold read): median and range."""
+        if not per_round:
+            raise ValueError("need at least one round")
+        return cls(statistics.median(per_round), min(per_round), max(per_round))
+
     def above(self, x: float) -> bool:
         """Every round put the ratio above x: a difference the noise of this run cannot explain."""
         return self.low > x

@@ -3,7 +3,7 @@
 An exercise is an autograded answer cell of a master notebook (nbgrader `solution`, not a manually graded cell) with
 the points of the test cells that follow it, up to the next answer cell; exercises whose tests carry no points (the
 predictions) are not counted. Its size is the code lines of its solution regions (`### BEGIN SOLUTION` to
-`### END SOLUTION`, all of them in the cell; blank and comment lines not counted). A **mechanism** is a solution of at least
+`### END SOLUTION`, every region of the cell; blank and comment lines not counted). A **mechanism** is a solution of at least
 `MECHANISM_LINES` code lines with a loop or a class in it (state carried from step to step: blocks read, messages
 sent, tokens fed); the rest are closed forms. The course's goals (issue "Points only for building"):
 at most 25 % of the exercises have a solution of 3 lines or fewer, and at least half of the autograded points are on
@@ -37,6 +37,7 @@ class Exercise:
     lines: int  # code lines of the solution regions
     points: float  # points of the test cells after it
     has_loop: bool  # a for/while loop, a comprehension or a class in a solution region
+    names: tuple[str, ...] = ()  # the functions and classes the answer cell defines (what the tests call)
 
     @property
     def mechanism(self) -> bool:
@@ -52,6 +53,15 @@ def _has_loop(code: str) -> bool:
     return any(isinstance(n, ast.For | ast.While | ast.comprehension | ast.ClassDef) for n in ast.walk(tree))
 
 
+def _defined(source: str) -> tuple[str, ...]:
+    """Top-level functions and classes an answer cell defines (the solution markers are comments: it parses as is)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    return tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and not n.name.startswith("_"))
+
+
 def exercises(root: Path = ROOT) -> list[Exercise]:
     """Every autograded exercise of the master notebooks in source/, in course order."""
     found: list[Exercise] = []
@@ -65,16 +75,17 @@ def exercises(root: Path = ROOT) -> list[Exercise]:
                 continue
             source = "".join(cell["source"])
             if meta.get("solution") and not meta.get("grade"):
-                regions = _SOLUTION.findall(source)  # every region of the cell (a class: one per method)
-                body = "".join(regions)
-                code = [ln for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+                bodies = _SOLUTION.findall(source)  # every region of the cell: one per function it asks for
+                code = [ln for body in bodies for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("#")]
                 current = {"grade_id": meta.get("grade_id", "?"), "lines": len(code), "points": 0.0,
-                           "has_loop": any(_has_loop(r) for r in regions if r.strip())}
+                           "has_loop": any(_has_loop(body) for body in bodies if body.strip()),
+                           "names": _defined(source)}
                 pending.append(current)
             elif meta.get("grade") and not meta.get("solution") and current is not None:
                 current["points"] = float(current["points"]) + float(meta.get("points", 0))  # type: ignore[arg-type]
         found += [Exercise(path.parent.name, str(e["grade_id"]), int(e["lines"]), float(e["points"]),  # type: ignore[arg-type]
-                           bool(e["has_loop"])) for e in pending if float(e["points"]) > 0]  # type: ignore[arg-type]
+                           bool(e["has_loop"]), tuple(e["names"])) for e in pending  # type: ignore[arg-type]
+                  if float(e["points"]) > 0]  # type: ignore[arg-type]
     return found
 
 
@@ -115,7 +126,39 @@ def report(found: list[Exercise]) -> str:
     return "\n".join(lines)
 
 
+def written_points(root: Path = ROOT) -> dict[str, float]:
+    """Points of the manually graded cells (the written reflections), by notebook."""
+    found: dict[str, float] = {}
+    for path in sorted((root / "source").glob("*/*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        found[path.parent.name] = sum(float(c["metadata"]["nbgrader"].get("points", 0)) for c in cells
+                                      if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+                                      and c["metadata"]["nbgrader"].get("solution"))
+    return found
+
+
+def markdown(found: list[Exercise], written: dict[str, float]) -> str:
+    """README's exercise list: a row per notebook, each exercise with what it asks for, its points and kind."""
+    rows = ["| notebook | autograded exercises (points; **bold**: a mechanism, built step by step) | written |",
+            "| --- | --- | --- |"]
+    for notebook in sorted({e.notebook for e in found} | set(written)):
+        parts = []
+        for e in (e for e in found if e.notebook == notebook):
+            what = ", ".join(f"`{n}`" for n in e.names) or "a cell"
+            label = f"{e.grade_id.removeprefix('ex').replace('_', '.')} {what} ({e.points:g})"
+            parts.append(f"**{label}**" if e.mechanism else label)
+        rows.append(f"| {notebook} | {'; '.join(parts)} | {written.get(notebook, 0):g} |")
+    c = counts(found)
+    rows.append(f"\n{c.exercises} autograded exercises: {c.short} with a solution of ≤ {SHORT_LINES} lines "
+                f"({c.short_share:.0%}), {c.mechanism_points:g} of {c.points:g} points on mechanisms "
+                f"({c.mechanism_share:.0%}) (`python tests/exercise_counts.py`).")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--markdown"]:
+        print(markdown(exercises(), written_points()))
+        sys.exit(0)
     print(report(exercises()))
     c = counts(exercises())
     sys.exit(0 if c.short_share <= MAX_SHORT_SHARE and c.mechanism_share >= MIN_MECHANISM_SHARE else 1)

@@ -85,16 +85,21 @@ def main() -> None:
         if label.startswith("2-worker"):
             from distributed import LocalCluster
 
+            from lecturelib.course import credentials
+
             os.environ[COURSE_ENV] = str(course.root)
+            credentials.create(course.root / "cluster", "127.0.0.1")
+            security = credentials.security(course.root / "cluster", "scheduler", "worker", "coordinator")
             with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
-                              dashboard_address=":0", memory_limit=0, preload=["lecturelib.course.worker"],
-                              silence_logs=50) as lc:
+                              protocol="tls://", security=security, dashboard_address="127.0.0.1:0", memory_limit=0,
+                              preload=["lecturelib.course.worker"], preload_nanny=["lecturelib.course.credentials"],
+                              scheduler_kwargs={"preload": ["lecturelib.course.credentials"]}, silence_logs=50) as lc:
                 start = time.perf_counter()
-                report = autograde(course, [a], scheduler=lc.scheduler_address)
+                report = autograde(course, [a], scheduler=lc.scheduler_address, force=True)
                 seconds = time.perf_counter() - start
         else:
             start = time.perf_counter()
-            report = autograde(course, [a], workers=int(label.split()[1]))
+            report = autograde(course, [a], workers=int(label.split()[1]), force=True)
             seconds = time.perf_counter() - start
         assert all(o.graded and not o.problems for o in report.outcomes), [o.problems for o in report.outcomes]
         rates[label] = 60 * len(report.outcomes) / seconds

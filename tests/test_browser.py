@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import csv
+import io
 import os
 import secrets
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -28,6 +31,7 @@ import pytest
 
 from lecturelib.course.feedback import _plain, hidden_lines
 from lecturelib.course.layout import Course, fill_answers, nbgrader_meta, read_notebook, write_notebook
+from lecturelib.course.roster import plain_text
 from lecturelib.runmode import QUICK_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,9 +344,10 @@ def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     # to the gradebook itself, and Formgrader lists the assignments of source/
     shutil.copytree(ROOT / course.release.name, course.release)
     (root / "roster.csv").write_text(ROSTER)
-    for args in (("db", "student", "import", "roster.csv"), ("db", "assignment", "add", PILOT, f"--duedate={DUE}")):
-        done = course.nbgrader(*args)
-        assert done.returncode == 0, done.stderr[-2000:]
+    done = run("roster", "roster.csv")
+    assert done.returncode == 0 and "imported 3 students" in done.stdout, done.stdout + done.stderr
+    done = course.nbgrader("db", "assignment", "add", PILOT, f"--duedate={DUE}")
+    assert done.returncode == 0, done.stderr[-2000:]
     (master,) = course.source_notebooks(PILOT)
     release = read_notebook(course.release / PILOT / master.name)
     solved = fill_answers(release, read_notebook(master))
@@ -485,8 +490,17 @@ def test_browser_instructor_grades_a_reflection_and_it_is_saved(browser, instruc
         page.close()
 
 
+def grade_the_written_answers(course: Course) -> None:
+    """What an instructor does in Formgrader before feedback (which writes no page while a written answer waits):
+    every written answer nobody graded yet gets its points (1)."""
+    with sqlite3.connect(course.gradebook) as db:
+        db.execute("update grade set manual_score = 1, needs_manual_grade = 0 where auto_score is null and "
+                   "manual_score is null")
+
+
 def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_course) -> None:
     course, base, token = instructor_course
+    grade_the_written_answers(course)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -521,6 +535,7 @@ def test_browser_instructor_pages_run_no_student_script(browser, instructor_cour
     with Gradebook(f"sqlite:///{course.gradebook}") as gb:
         submission_id = gb.find_submission_notebook(master.stem, PILOT, "blank").id
     if not list(course.feedback.glob(f"blank/{PILOT}/*.html")):
+        grade_the_written_answers(course)
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         subprocess.run([sys.executable, "-m", "lecturelib.course", "feedback", PILOT], cwd=course.root, env=env,
                        capture_output=True, text=True, timeout=300)
@@ -543,6 +558,53 @@ def test_browser_instructor_pages_run_no_student_script(browser, instructor_cour
             assert scripts == 0, name  # no element of the student's made it into the page as markup
     finally:
         page.close()
+
+
+HOSTILE_LAST = f"<img src=x onerror=\"window.{XSS}='last name'\">"  # issue 32, item 4: from the roster
+HOSTILE_FIRST = f"<script>window.{XSS}='first name'</script><img src=x onerror=\"window.{XSS}='first'\">"
+
+
+def test_browser_instructor_pages_show_a_hostile_name_as_text(browser, instructor_course) -> None:
+    """Issue 32, item 4: a last name of markup imported with the roster by nbgrader's own `db student import`
+    (stored as inert look-alikes by the course's guard), and a first name of markup written into the gradebook past
+    every check (as an older gradebook could hold it), in Formgrader's pages that show names: the submissions list,
+    the manual grading page (nbgrader's template prints names unescaped: the course escapes them), the gradebook's
+    submissions and the students list. Both show as text; no script runs, no element of theirs is made."""
+    course, base, token = instructor_course
+    from nbgrader.api import Gradebook
+
+    (master,) = course.source_notebooks(PILOT)
+    with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+        submission_id = gb.find_submission_notebook(master.stem, PILOT, "blank").id
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows([["id", "last_name"], ["blank", HOSTILE_LAST]])
+    (course.root / "hostile-roster.csv").write_text(buffer.getvalue())
+    done = course.nbgrader("db", "student", "import", "hostile-roster.csv")
+    assert done.returncode == 0, done.stderr[-2000:]
+    with sqlite3.connect(course.gradebook) as db:
+        assert db.execute("select last_name from student where id = 'blank'").fetchone() == (plain_text(HOSTILE_LAST),)
+        db.execute("update student set first_name = ? where id = 'blank'", (HOSTILE_FIRST,))
+    page = instructor_page(browser, token)
+    try:
+        for name, url in (("submissions", f"{base}/formgrader/manage_submissions/{PILOT}"),
+                          ("manual-grading", f"{base}/formgrader/submissions/{submission_id}/"),
+                          ("gradebook", f"{base}/formgrader/gradebook/{PILOT}/{master.stem}"),
+                          ("students", f"{base}/formgrader/manage_students")):
+            page.goto(url)
+            page.wait_for_load_state("load")
+            page.wait_for_function(f"() => document.body.textContent.includes(\"{XSS}='first name'\")", timeout=60_000)
+            page.wait_for_timeout(2000)  # time for an image's onerror or a script to run
+            shot(page, f"instructor-5-hostile-name-{name}")
+            assert page.evaluate(f"() => window.{XSS} === undefined"), (name, page.evaluate(f"() => window.{XSS}"))
+            text = page.evaluate("() => document.body.textContent")
+            assert HOSTILE_FIRST in text and plain_text(HOSTILE_LAST) in text, name  # the names, as text
+            made = page.evaluate(f"() => [...document.querySelectorAll('script, img, iframe')]"
+                                 f".filter(e => e.outerHTML.includes('{XSS}')).length")
+            assert made == 0, name
+    finally:
+        page.close()
+        with sqlite3.connect(course.gradebook) as db:
+            db.execute("update student set first_name = 'Bo', last_name = 'Lank' where id = 'blank'")
 
 
 def test_browser_instructor_exports_grades_for_canvas(instructor_course) -> None:

@@ -1,15 +1,19 @@
 """`course autograde` on a one-exercise toy course: the run's checks, a killed run, the gradebook, the commands.
 
 The round trip (test_course_roundtrip.py) grades the real notebooks in the sandbox; these tests cover what it
-cannot: grading with --no-sandbox (the guard), a run killed halfway, a gradebook damaged before the run, and
-every course command run without the venv on PATH.
+cannot: grading with --no-sandbox (the guard), a run killed halfway, a gradebook damaged before the run, every
+course command run without the venv on PATH, and a term in the exchange flow (times the students wrote, a save that
+fails, totals and feedback before manual grading).
 """
 
 from __future__ import annotations
 
+import csv
+import datetime
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -21,13 +25,17 @@ import pytest
 from nbformat.notebooknode import NotebookNode
 from nbgrader.utils import compute_checksum
 
+from lecturelib.course import autograde as autograde_module
 from lecturelib.course import sandbox, task
 from lecturelib.course.__main__ import main
 from lecturelib.course.autograde import autograde, format_table
 from lecturelib.course.build import build
+from lecturelib.course.collect import read_time, time_text
 from lecturelib.course.guard import RunCheck, gradebook_cells
+from lecturelib.course.run import Run
 from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, read_notebook, write_notebook
-from test_course_build import toy, toy_course
+from test_course_build import cell, toy, toy_course
+from test_course_collect import other_assignment, readme_commands
 
 ASSIGNMENT = "01_toy"
 RIGHT = "def double(x):\n    return 2 * x"
@@ -152,6 +160,24 @@ def test_killed_run_is_found_and_repaired_at_the_next_start(course: Course) -> N
     time.sleep(2)  # the killed run's nbgrader died with it (PR_SET_PDEATHSIG), and its kernel with nbgrader
     private = f"lecturelib-autograde-{killed.pid}-".encode()
     assert not [p for p in os.listdir("/proc") if p.isdigit() and (private in _cmdline(p) or _cwd(p) == course.root)]
+
+
+def test_killed_sandboxed_run_keeps_what_the_instructor_changed_since(course: Course) -> None:
+    """A sandboxed kernel can reach neither the course's files nor submitted/: after a killed sandboxed run, a master
+    edited and a submission collected again since are the instructor's work, and the next run leaves them."""
+    submit(course, {"honest": RIGHT})
+    Run(course, sandboxed=True, limits=sandbox.Limits())._save_state()  # what a killed run leaves behind
+    master = course.source_notebooks(ASSIGNMENT)[0]
+    edited = master.read_bytes().replace(b"Toy", b"Toy, edited")
+    master.write_bytes(edited)
+    resubmitted = course.submitted / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    collected_again = resubmitted.read_text() + "\n"
+    resubmitted.write_text(collected_again)
+    with Run(course, sandboxed=False, limits=sandbox.Limits()) as run:
+        (note,) = [n for n in run.notes if "was killed before it ended" in n]
+    assert "restored" not in note
+    assert master.read_bytes() == edited and resubmitted.read_text() == collected_again
+    assert not list((course.root / "logs" / "autograde").glob("interrupted-*"))
 
 
 def _cmdline(pid: str) -> bytes:
@@ -359,3 +385,221 @@ def test_restore_missing_cells_leaves_a_cell_the_release_does_not_manage(tmp_pat
     assert [c["id"] for c in done.cells] == [f"cell-{k}" for k in range(5)]  # nothing restored twice
     assert [nbgrader_meta(c).get("grade_id") for c in done.cells] == ["intro", None, "setup", "ex1_1", "ex1_1_test"]
     assert done.cells[1].source == "My own notes, in the cell that held the prose." and done.cells[3].source == RIGHT
+
+
+# The submission makes a Unix socket of its own, where multiprocessing puts them (its TMPDIR): graded 2/2 only if it
+# can (without the sandbox the kernel's TMPDIR is the run's private folder).
+OWN_SOCKET = "\nimport multiprocessing.connection\nmultiprocessing.connection.Listener(family='AF_UNIX').close()"
+
+
+def test_autograde_under_a_long_tmpdir_keeps_every_socket_short(course: Course, tmp_path: Path) -> None:
+    """A 120-character TMPDIR (a Unix socket's path has at most 107 bytes): multiprocessing's forkserver, the
+    kernel's IPC sockets and the submission's own socket all live in short folders; nothing is left in TMPDIR.
+    (--no-sandbox: the kernel's TMPDIR is then the run's private folder; in the sandbox it is the sandbox's /tmp.)"""
+    tmpdir = tmp_path / "t"
+    tmpdir = Path(str(tmpdir) + "x" * (120 - len(str(tmpdir))))
+    tmpdir.mkdir()
+    assert len(str(tmpdir)) == 120
+    submit(course, {"honest": RIGHT + OWN_SOCKET})
+    graded = subprocess.run([sys.executable, "-m", "lecturelib.course", "autograde", "--cell-timeout", "60",
+                             "--no-sandbox"], cwd=course.root, env={**os.environ, "TMPDIR": str(tmpdir)},
+                            capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stderr[-2000:] + graded.stdout
+    assert "honest   01_toy      2/2 autograded" in graded.stdout
+    assert list(tmpdir.iterdir()) == []
+
+
+def _state(course: Course) -> dict:
+    try:
+        return json.loads((course.root / "logs" / "autograde" / "run" / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def test_ctrl_c_stops_autograde_with_one_line(course: Course) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) while the second of two submissions runs: one line on stderr
+    that says how many are left, nothing on stdout, exit status 130 (what a shell reports for Ctrl-C)."""
+    submit(course, {"ann": RIGHT, "bob": RIGHT + "\nimport time\ntime.sleep(600)"})
+    command = [sys.executable, "-m", "lecturelib.course", "autograde", "--no-sandbox", "--cell-timeout", "60"]
+    run = subprocess.Popen(command, cwd=course.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    deadline = time.monotonic() + 300
+    while f"ann/{ASSIGNMENT}" not in _state(course).get("done", []) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _state(course)["running"] == [f"bob/{ASSIGNMENT}"]
+    os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    out, err = run.communicate(timeout=120)
+    assert (run.returncode, out, err) == (130, "", "stopped; run it again to grade the 1 left\n")
+    assert not (course.root / "logs" / "autograde" / "run").exists()  # ended, not killed: the next run resumes
+    private = f"lecturelib-autograde-{run.pid}-"  # nothing of it runs on: bob's kernel (its cwd is in there) is gone
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and (private.encode() in _cmdline(p) or
+                                                                    private in str(_cwd(p)) or _cwd(p) == course.root)]
+
+
+def test_second_autograde_grades_only_what_changed(course: Course, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second run grades nothing unchanged ("unchanged" in the table, same scores); a new submission, an autograded
+    folder changed since, or a changed master is graded again; force grades again what did not change."""
+    graded: list[str] = []
+    grade = task.grade
+    monkeypatch.setattr(task, "grade", lambda t, kit: graded.append(t.student) or grade(t, kit))
+
+    def again(**kwargs: object) -> dict[str, tuple[float | None, bool]]:
+        graded.clear()
+        report = autograde(course, [ASSIGNMENT], sandboxed=False, cell_timeout_s=60, **kwargs)  # type: ignore[arg-type]
+        return {o.student: (o.score, o.unchanged) for o in report.outcomes}
+
+    submit(course, {"ann": RIGHT, "bob": "def double(x):\n    return x"})
+    assert again() == {"ann": (2.0, False), "bob": (0.0, False)} and sorted(graded) == ["ann", "bob"]
+    graded.clear()
+    report = autograde(course, [ASSIGNMENT], sandboxed=False, cell_timeout_s=60)
+    table = format_table(report.outcomes)
+    assert graded == [] and [o.notes for o in report.outcomes] == [["unchanged: not graded again"]] * 2
+    assert "ann      01_toy      2/2 autograded  -        unchanged: not graded again" in table
+    assert table.splitlines()[-1] == ("2 of 2 submissions autograded (2 unchanged since their last grading: --force "
+                                      "grades them again)")
+    submit(course, {"bob": RIGHT})  # bob uploads again
+    (course.autograded / "ann" / ASSIGNMENT / "stray.txt").write_text("not what grading left")
+    assert again() == {"ann": (2.0, False), "bob": (2.0, False)} and sorted(graded) == ["ann", "bob"]
+    (course.source / ASSIGNMENT / "data.txt").write_text("a data file the masters gained")
+    assert again(students=["ann"]) == {"ann": (2.0, False)} and graded == ["ann"]
+    assert again() == {"ann": (2.0, True), "bob": (2.0, False)} and graded == ["bob"]
+    assert again(force=True, students=["ann"]) == {"ann": (2.0, False)} and graded == ["ann"]
+    ledger = json.loads((course.root / "logs" / "autograde" / "graded.json").read_text())
+    assert sorted(ledger) == [f"ann/{ASSIGNMENT}", f"bob/{ASSIGNMENT}"]
+
+
+# -- a term in the exchange flow ----------------------------------------------------------------------------------------
+
+NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+GARBAGE = "the day before the deadline, honest"  # issue 32, item 2: a timestamp.txt that is no time
+
+
+@pytest.fixture(scope="module")
+def written_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toy with a written answer graded by hand (3 points), built."""
+    nb = toy()
+    nb.cells.append(cell("markdown", "### BEGIN SOLUTION\nDoubling is one multiply.\n### END SOLUTION", "ex1_2",
+                         grade=True, solution=True, points=3))
+    course = toy_course(tmp_path_factory.mktemp("written"), nb)
+    assert build(course) == []
+    return course.root
+
+
+def hand_in(course: Course, student: str, name_time: str, stamp: str | None, notebook: bytes) -> Path:
+    """A submission as nbgrader submit leaves it in the exchange (the student's own process writes all of it)."""
+    folder = course.root / "exchange" / "resource-accounting" / "inbound" / f"{student}+{ASSIGNMENT}+{name_time}+x1"
+    folder.mkdir(parents=True)
+    (folder / NOTEBOOK).write_bytes(notebook)
+    if stamp is not None:
+        (folder / "timestamp.txt").write_text(stamp)
+    return folder
+
+
+def test_a_term_in_the_exchange_flow(written_built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32, items 2-3, and issue 33, items 1, 2, 3, 5, 8, as an instructor meets them: the README's due-date and
+    collect commands from a shell without the venv on PATH; submissions written to the exchange 8 days after the due
+    date, one claiming (timestamp.txt, folder name, file times set back with os.utime) the day before, one whose
+    timestamp.txt and folder name are no time, one not a notebook, one another assignment's notebook; two put into
+    submitted/ by hand, one with a timestamp.txt that is no time, one whose save fails. Every student is collected or
+    refused alone, graded or reported alone; late is late; no total and no feedback page counts a written answer
+    nobody graded."""
+    course = Course(tmp_path / "course")
+    shutil.copytree(written_built, course.root)
+    (course.root / ".venv").symlink_to(sys.prefix)
+    write_notebook(other_assignment(), course.release / "02_other" / "02_other.ipynb")  # another release
+    release = read_notebook(course.release / ASSIGNMENT / NOTEBOOK)
+    answered = submission(release, RIGHT)
+    for c in answered.cells:
+        if nbgrader_meta(c).get("grade_id") == "ex1_2":
+            c.source = "One multiply per element."  # a written answer: a person grades it
+    right = nbformat.writes(answered).encode()
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
+    due = now - datetime.timedelta(days=8)
+    claimed = time_text(due - datetime.timedelta(days=1))  # "the day before"
+    liar = hand_in(course, "liar", claimed, claimed, right)
+    for path in (*liar.iterdir(), liar):  # every time a student may set, set back: only st_ctime stays
+        os.utime(path, (due.timestamp() - 86400, due.timestamp() - 86400))
+    hand_in(course, "garbage", "not a time", GARBAGE, right)
+    hand_in(course, "pdf", time_text(now), time_text(now), b"%PDF-1.7 the notebook, printed")
+    hand_in(course, "stray", time_text(now), time_text(now), (course.release / "02_other" / "02_other.ipynb").read_bytes())
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    shell = lambda command: subprocess.run(command, shell=True, cwd=course.root, env=env, capture_output=True,  # noqa: E731
+                                           text=True, timeout=300)
+    (due_command,) = readme_commands("due date")
+    done = shell(due_command.replace("NN_topic", ASSIGNMENT).replace("2026-12-01 17:00:00 UTC", f"{due} UTC"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (collect_command,) = [c for c in readme_commands("collect") if c.startswith(".venv/bin/nbgrader collect")]
+    done = shell(collect_command.replace("NN_topic", ASSIGNMENT))
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = done.stdout + done.stderr
+    assert "stray: refused 01_toy.ipynb: it is the notebook of 02_other (its graded cells are 02_other's)" in log, log
+    assert sorted(p.name for p in course.submitted.iterdir()) == ["garbage", "liar", "pdf"]
+    times = {p.parts[-3]: read_time(p.read_text()) for p in course.submitted.glob(f"*/{ASSIGNMENT}/timestamp.txt")}
+    assert all(t is not None and t >= now for t in times.values()), times  # all handed in now: 8 days late
+    notes = {p.parts[-3]: p.read_text() for p in course.submitted.glob(f"*/{ASSIGNMENT}/collect-notes.txt")}
+    assert sorted(notes) == ["garbage", "liar"]
+    assert notes["liar"].startswith(f"timestamp.txt claimed {claimed[:19]} UTC, but the exchange received it at ")
+    assert notes["liar"].rstrip().endswith("(the last change of its files there, which no student can set back): the "
+                                           "later time counts")
+    assert notes["garbage"].startswith(f"timestamp.txt read {GARBAGE!r}, which is no time: ignored; the exchange "
+                                       "received it at ")
+
+    for student in ("handmade", "broken"):  # put into submitted/ by hand, past collect's checks
+        folder = course.submitted / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        (folder / NOTEBOOK).write_bytes(right)
+        (folder / "timestamp.txt").write_text(GARBAGE)
+    save = autograde_module.task_save
+
+    def failing(course_: Course, result: task.Result) -> list[str]:
+        if result.student == "broken":
+            raise OSError("No space left on device")
+        return save(course_, result)
+
+    monkeypatch.setattr(autograde_module, "task_save", failing)
+    monkeypatch.chdir(course.root)
+    assert main(["autograde", "--no-sandbox", "--cell-timeout", "60", "--workers", "2"]) == 1
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.split()}
+    assert "2/2 autograded, 3 manual points to grade" in rows["liar"] and "timestamp.txt claimed" in rows["liar"]
+    assert "which is no time: ignored; the exchange received it" in rows["garbage"] and "2/2 autograded" in rows["garbage"]
+    assert (f"timestamp.txt read {GARBAGE!r}, which is no time: graded with no submission time (so not late): "
+            "collect it again, or correct timestamp.txt") in rows["handmade"] and "2/2 autograded" in rows["handmade"]
+    assert "not saved: OSError: No space left on device; grade it again" in rows["broken"]
+    assert f"submitted/pdf/{ASSIGNMENT}/{NOTEBOOK} is not a valid notebook" in rows["pdf"]
+    assert rows["3"].startswith("3 of 5 submissions autograded; 3 wait for manual grading")
+    assert not (course.autograded / "broken").exists()
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course.gradebook}") as gb:  # liar's written answer graded in Formgrader; no other
+        gb.find_grade("ex1_2", ASSIGNMENT, ASSIGNMENT, "liar").manual_score = 2.5
+        gb.db.commit()
+    assert main(["grades"]) == 0
+    csv_rows = {r[2]: r for r in list(csv.reader((course.exports / "canvas-grades.csv").open()))[2:]}
+    assert csv_rows["liar"][5] == "4.5"  # 2 autograded + 2.5 by hand
+    assert csv_rows["liar"][6].startswith("01_toy: late by 8 d") and "01_toy: timestamp.txt claimed" in csv_rows["liar"][6]
+    assert csv_rows["garbage"][5] == ""  # its written answer waits for a grader
+    assert csv_rows["garbage"][6].startswith("01_toy: late by 8 d") and csv_rows["garbage"][6].endswith(
+        "01_toy: ex1_2 not graded by hand yet; total left blank")
+    assert csv_rows["handmade"] == ["handmade", "", "handmade", "", "", "",
+                                    "01_toy: ex1_2 not graded by hand yet; total left blank"]
+    assert csv_rows["pdf"][5:] == csv_rows["broken"][5:] == ["", "01_toy: not graded (collected but not autograded)"]
+    capsys.readouterr()
+
+    assert main(["feedback"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert (course.feedback / "liar" / ASSIGNMENT / f"{ASSIGNMENT}.html").is_file()  # graded through: its page
+    assert sorted(p.parts[-3] for p in course.feedback.glob(f"*/{ASSIGNMENT}/*.html")) == ["liar"]
+    for student in ("garbage", "handmade"):
+        assert (f"feedback/{student}/{ASSIGNMENT}/{ASSIGNMENT}.html not written: ex1_2 (3 points) not graded by hand "
+                "yet (its score would read 0 and the total would be partial): grade it (make instructor: Nbgrader > "
+                "Formgrader > Manual Grading), then run feedback again") in out, out
+    (pdf,) = [line for line in out if line.startswith(f"feedback/pdf/{ASSIGNMENT}/")]
+    assert f"not written: pdf's upload submitted/pdf/{ASSIGNMENT}/{NOTEBOOK} is not a notebook (" in pdf
+    assert pdf.endswith("so there is nothing to grade: the student must hand in the notebook itself (the .ipynb file, "
+                        "JupyterLab: File > Download), which you then collect again (--force) and autograde")
+    (broken,) = [line for line in out if line.startswith(f"feedback/broken/{ASSIGNMENT}/")]
+    assert broken.endswith(f"grade it with `python -m lecturelib.course autograde {ASSIGNMENT} --student broken`, then "
+                           "run feedback again")

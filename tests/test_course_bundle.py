@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +40,8 @@ def test_bundle_holds_what_students_need_and_nothing_of_the_instructors(bundled:
     assert sorted(f for f in files if f.startswith("jupyter/")) == [
         "jupyter/student/jupyter_server_config.json", "jupyter/student/jupyter_server_config.py",
         "jupyter/student/labconfig/page_config.json", "jupyter/student/nbgrader_config.py"]
-    assert "playwright" not in (bundled / "requirements.txt").read_text()
+    for package in ("playwright==", "jupyterhub==", "distributed=="):  # the tests, the hub, the cluster: not students'
+        assert package not in (bundled / "requirements.txt").read_text()
     assert "nbgrader==" in (bundled / "requirements.txt").read_text()  # Validate
     assert "[tool.pytest" not in (bundled / "pyproject.toml").read_text()
 
@@ -102,20 +105,26 @@ def test_bundle_replaces_only_a_bundle(bundled: Path, tmp_path: Path, capsys: py
     assert (other / "thesis.tex").read_text() == "mine"
 
 
-def test_bundle_refuses_to_show_a_hidden_test(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """A student README that quotes a hidden test (pasted by mistake): the bundle's own check refuses, nothing is left."""
-    import shutil
-
+def _toy(root: Path) -> Course:
+    """A one-notebook course that bundles: its release without hidden tests, the student's files of this course."""
     from lecturelib.course.layout import make_solution, write_notebook
     from test_course_build import toy, toy_course
 
-    course = toy_course(tmp_path, toy())
+    root.mkdir(parents=True, exist_ok=True)
+    course = toy_course(root, toy())
     write_notebook(make_solution(toy()), course.release / "01_toy" / "01_toy.ipynb")  # a release without hidden tests
-    shutil.copytree(ROOT / "jupyter" / "student", course.root / "jupyter" / "student")
+    shutil.copytree(ROOT / "jupyter" / "student", course.root / "jupyter" / "student",
+                    ignore=shutil.ignore_patterns("lab", "migrated"))
     for name in ("requirements.txt", "pyproject.toml"):
         shutil.copy2(ROOT / name, course.root)
     shutil.copytree(ROOT / "student", course.root / "student")
+    return course
+
+
+def test_bundle_refuses_to_show_a_hidden_test(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A student README that quotes a hidden test (pasted by mistake): the bundle's own check refuses, nothing is left."""
+    course = _toy(tmp_path)
     readme = course.root / "student" / "README.md"
     readme.write_text(readme.read_text() + "\nFor example `expect_count(double(21), 42)  # 2*21`.\n")
     out = tmp_path / "out"
@@ -124,3 +133,30 @@ def test_bundle_refuses_to_show_a_hidden_test(tmp_path: Path, capsys: pytest.Cap
     assert capsys.readouterr().err.strip() == ("no bundle written: the bundle would show students what they must not "
                                                "see: README.md: hidden 'expect_count(double(21), 42) # 2*21'")
     assert not list(out.iterdir())
+
+
+def test_bundle_of_uncommitted_changes_is_stamped_dirty_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built from the last commit: stamped with it. With a master changed since (not committed): COMMIT-dirty, and
+    one line says which files and to commit before publishing; a change to the grading machinery alone does not."""
+    course = _toy(tmp_path / "course")
+    git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.edu", *args],  # noqa: E731
+                                       cwd=course.root, capture_output=True, text=True, check=True).stdout.strip()
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "the course")
+    commit = git("rev-parse", "--short", "HEAD")
+    monkeypatch.chdir(course.root)
+    (course.root / "lecturelib" / "course").mkdir(parents=True)  # the grading machinery: in no bundle
+    (course.root / "lecturelib" / "course" / "new.py").write_text("NEW = 1\n")
+    out = tmp_path / "out"
+    assert main(["bundle", str(out)]) == 0
+    assert json.loads((out / MARKER).read_text())["from"] == commit
+    assert "matches no commit" not in capsys.readouterr().out
+    master = course.source / "01_toy" / "01_toy.ipynb"
+    master.write_text(master.read_text().replace("# Toy", "# Toy, revised"))
+    assert main(["bundle", str(out)]) == 0
+    assert json.loads((out / MARKER).read_text())["from"] == f"{commit}-dirty"
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"stamped {commit}-dirty: 1 uncommitted change (source/01_toy/01_toy.ipynb); this bundle matches no commit: "
+        "commit, then bundle again before you publish it")

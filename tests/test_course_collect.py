@@ -2,24 +2,33 @@
 
 Canvas's and Moodle's names decide who an upload is from (their own ids, mapped onto the roster); a name the student
 typed inside the file name never does; an id the roster lacks is refused, saying how to add the student. No kernel
-runs here: a toy course, a gradebook holding a roster, and the download as each LMS names it.
+runs here: a toy course, a gradebook holding a roster, and the download as each LMS names it. The roster itself:
+imported as a spreadsheet saves it, every row checked, names kept as text whichever command writes them, and the
+README's commands run exactly as printed from a shell without the venv on PATH.
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import os
+import re
 import shutil
+import sqlite3
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from lecturelib.course.__main__ import main
-from lecturelib.course.collect import collect_downloads, lms_name
-from lecturelib.course.layout import Course, scripts_on_path, write_notebook
-from lecturelib.course.roster import read_roster, read_worksheet
+from lecturelib.course.collect import Releases, collect_downloads, lms_name
+from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, scripts_on_path, write_notebook
+from lecturelib.course.roster import EscapeNames, read_roster, read_roster_csv, read_worksheet
 from test_course_build import toy
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ASSIGNMENT = "01_toy"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
@@ -207,7 +216,7 @@ def test_canvas_or_moodle_without_a_roster_collects_nothing_and_says_why(course:
     (archive(course) / "leeann_101_9001_01_toy.ipynb").write_bytes((course.release / ASSIGNMENT / NOTEBOOK).read_bytes())
     collected, problems = collect_downloads(course, ASSIGNMENT, lms="canvas")
     assert collected == [] and len(problems) == 1 and "no roster in gradebook.db" in problems[0]
-    assert "nbgrader db student import roster.csv" in problems[0] and not course.gradebook.exists()
+    assert ".venv/bin/python -m lecturelib.course roster roster.csv" in problems[0] and not course.gradebook.exists()
 
 
 def test_submission_times_come_from_timestamps_csv(course: Course) -> None:
@@ -296,3 +305,173 @@ def test_nested_zips_and_paths_outside_are_refused_in_canvas_and_moodle_download
     assert "'work/inner.zip': an archive inside an archive" in problems[1]
     assert sorted(submitted(course)) == ["ann"]
     assert not list(course.root.parent.glob(NOTEBOOK)) and not list(tmp_path.glob(NOTEBOOK))
+
+
+# -- whose notebook, whose id ------------------------------------------------------------------------------------------
+
+
+def other_assignment():  # type: ignore[no-untyped-def]
+    """Another assignment's release: the toy with its exercise renamed (graded cells ex2_*, as notebook ids go)."""
+    nb = copy.deepcopy(toy())
+    for cell in nb.cells:
+        meta = cell.metadata["nbgrader"]
+        meta["grade_id"] = meta["grade_id"].replace("ex1_", "ex2_")
+    return nb
+
+
+def test_a_notebook_of_another_assignment_is_refused_naming_it(course: Course) -> None:
+    """Issue 33, item 5: notebook 02 uploaded as 01's (renamed by the student) would be graded 0, every cell restored."""
+    write_notebook(other_assignment(), course.release / "02_other" / "02_other.ipynb")
+    (archive(course) / f"ann--{NOTEBOOK}").write_bytes((course.release / "02_other" / "02_other.ipynb").read_bytes())
+    (archive(course) / f"bo--{NOTEBOOK}").write_bytes((course.release / ASSIGNMENT / NOTEBOOK).read_bytes())
+    collected, problems = collect_downloads(course, ASSIGNMENT)
+    assert collected == ["bo: 01_toy.ipynb"]
+    assert problems == [f"archive/ann--{NOTEBOOK}: refused (ann): {NOTEBOOK}: it is the notebook of 02_other (its graded "
+                        "cells are 02_other's), not of 01_toy: the student must upload 01_toy's notebook"]
+    releases = Releases(course)  # `intro`, `setup` stand in both: only ex1_* and ex2_* tell them apart
+    assert releases.own == {"01_toy": {"ex1_1", "ex1_1_test"}, "02_other": {"ex2_1", "ex2_1_test"}}
+    assert releases.owner(ASSIGNMENT, b"not json") == ""
+
+
+def test_an_id_typed_in_another_case_is_the_roster_s(course: Course) -> None:
+    """Issue 33, item 6: `Ann--01_toy.ipynb` is ann's (with a note), never a new student; two candidates: asked."""
+    nb = (course.release / ASSIGNMENT / NOTEBOOK).read_bytes()
+    (archive(course) / f"Ann--{NOTEBOOK}").write_bytes(nb)
+    notes: list[str] = []
+    collected, problems = collect_downloads(course, ASSIGNMENT, notes=notes)
+    assert (collected, problems) == (["ann: 01_toy.ipynb"], [])
+    assert notes == [f"archive/Ann--{NOTEBOOK}: collected as ann's, the roster's id ('Ann' differs only in case)"]
+    with sqlite3.connect(course.gradebook) as db:  # a gradebook from before the roster's checks: both spellings
+        db.execute("insert into student (id) values ('BO')")
+    (archive(course) / f"Ann--{NOTEBOOK}").unlink()
+    (archive(course) / f"bO--{NOTEBOOK}").write_bytes(nb)
+    collected, problems = collect_downloads(course, ASSIGNMENT)
+    assert collected == [] and problems == [f"archive/bO--{NOTEBOOK}: refused: 'bO' is not in the roster; did you mean "
+                                            "BO or bo? (rename the file, then collect again)"]
+
+
+# -- the roster ---------------------------------------------------------------------------------------------------------
+
+ROSTER_CSV = "id,first_name,last_name,email,lms_user_id\r\nann,Ann,Lee,ann@example.edu,101\r\nbo,Bo,Lank,,102\r\n"
+HOSTILE = "<img src=x onerror=\"window.__lecturelib_xss='roster'\">"  # issue 32, item 4: a last name from the roster
+
+
+@pytest.mark.parametrize("data", [
+    ROSTER_CSV.encode(),  # CRLF, as Excel writes
+    b"\xef\xbb\xbf" + ROSTER_CSV.encode(),  # Excel's "CSV UTF-8": a byte-order mark (nbgrader read '\ufeffid')
+    b"\xef\xbb\xbf" + ROSTER_CSV.replace(",", ";").replace("first_name", "First Name").encode(),  # a locale's `;`
+])
+def test_roster_reads_what_a_spreadsheet_saves(tmp_path: Path, data: bytes) -> None:
+    """Issue 33, item 9."""
+    (tmp_path / "roster.csv").write_bytes(data)
+    entries, problems = read_roster_csv(tmp_path / "roster.csv")
+    assert problems == []
+    assert [(e.line, e.id, e.first_name, e.last_name, e.email, e.lms_user_id) for e in entries] == [
+        (2, "ann", "Ann", "Lee", "ann@example.edu", "101"), (3, "bo", "Bo", "Lank", None, "102")]
+
+
+def test_roster_command_imports_an_excel_roster(course: Course, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (course.root / "nbgrader_config.py").write_text("")
+    (course.root / "roster.csv").write_bytes(b"\xef\xbb\xbf" + ROSTER_CSV.replace("Lank", "Lank-Smith").encode()
+                                             + b"cy,Cy,Ng,,104\r\n")
+    monkeypatch.chdir(course.root)
+    assert main(["roster", "roster.csv"]) == 0
+    assert capsys.readouterr().out.strip() == "imported 3 students from roster.csv into gradebook.db (1 new, 2 updated)"
+    with sqlite3.connect(course.gradebook) as db:
+        assert db.execute("select id, last_name, lms_user_id from student order by id").fetchall() == [
+            ("ann", "Lee", "101"), ("bo", "Lank-Smith", "102"), ("cy", "Ng", "104"), ("victim", "Tim", "103")]
+    (course.root / "roster.csv").write_bytes("id,first_name\nann,Ann\n".encode("cp1252") + "zoë,Zoë\n".encode("cp1252"))
+    assert main(["roster", "roster.csv"]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "roster.csv: not UTF-8 text: save it from the spreadsheet as CSV UTF-8 (Excel: File > Save As > CSV UTF-8 "
+        "(Comma delimited))")
+
+
+def test_roster_refuses_markup_and_ids_that_are_not_plain_and_imports_nothing(
+        course: Course, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (course.root / "nbgrader_config.py").write_text("")
+    (course.root / "roster.csv").write_text(
+        "id,first_name,last_name,email,lms_user_id\n"
+        f'mallory,Mal,"{HOSTILE.replace(chr(34), chr(34) * 2)}",mal@example.edu,104\n'
+        "eve,Eve,Tab,eve@example.edu,=1+1\n"
+        "no one,No,One,,\n"
+        "Ann,Ann,Again,,\n"  # the gradebook has ann
+        "zed,Zed,Zed,zed@example.edu,105\n"
+        "zed2,Zed,Zed,zed@example.edu,106\n"
+        "fine,Fine,Person,,107\n"
+        "dup,Dup,Licate,,103\n")  # victim's Canvas id
+    monkeypatch.chdir(course.root)
+    assert main(["roster", "roster.csv"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"roster.csv line 2: last_name {HOSTILE!r} holds '\"', '<', '>' (names are text, never markup)",
+        "roster.csv line 3: lms_user_id '=1+1' is not an id (Canvas's user id is a number)",
+        "roster.csv line 4: id 'no one' is not a student id: letters, digits and . _ @ + - (no space, no `--`), starting "
+        "with a letter or digit",
+        "roster.csv line 7: email 'zed@example.edu' is also on line 6",
+        "roster.csv line 5: id 'Ann' differs only in case from 'ann', already in the gradebook (ids match without "
+        "case): write 'ann'",
+        "roster.csv line 9: lms_user_id '103' is victim's in the gradebook",
+        "nothing imported: correct roster.csv, then import it again"]
+    assert read_roster(course.gradebook).ids == {"ann", "bo", "victim"}
+
+
+def readme_commands(step: str) -> list[str]:
+    """The commands the README's instructor table (the Instructor guide's first) prints in the row of `step`, exactly
+    as printed."""
+    guide = (ROOT / "README.md").read_text().split("\n## Instructor guide\n", 1)[1]
+    table = guide[guide.index("\n| step | command |"):].split("\n\n", 1)[0]
+    (row,) = [line for line in table.splitlines() if line.startswith(f"| {step} |")]
+    return [c for c in re.findall(r"`([^`]+)`", row) if c.startswith(".venv/bin/")]
+
+
+def test_readme_roster_and_due_date_commands_work_without_the_venv_on_path(tmp_path: Path) -> None:
+    """Issue 33, item 1, and issue 32, item 4: from a shell with PATH=/usr/bin:/bin, in a new course, nbgrader's own
+    import creates gradebook.db (nbgrader runs `alembic` by name: the course's config finds it) and keeps a hostile
+    last name as text; the course's import, the due date, and nbgrader's plain list then run as printed."""
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", root)
+    write_notebook(toy(), root / "source" / ASSIGNMENT / NOTEBOOK)
+    (root / ".venv").symlink_to(sys.prefix)  # the course's venv, where the README's commands find it
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    assert shutil.which("alembic", path=env["PATH"]) is None and shutil.which("nbgrader", path=env["PATH"]) is None
+    shell = lambda command: subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True,  # noqa: E731
+                                           text=True, timeout=300)
+    (root / "roster.csv").write_text(ROSTER_CSV + f'mallory,Mal,"{HOSTILE.replace(chr(34), chr(34) * 2)}",,104\r\n')
+    imported = shell(".venv/bin/nbgrader db student import roster.csv")
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    with sqlite3.connect(root / "gradebook.db") as db:
+        assert db.execute("select version_num from alembic_version").fetchall() == [(alembic_head(),)]
+        assert db.execute("select last_name from student where id = 'mallory'").fetchone() == (
+            "\uff1cimg src=x onerror=\uff02window.__lecturelib_xss='roster'\uff02\uff1e",)
+    assert "student mallory: last_name" in imported.stderr and "stored as" in imported.stderr
+    (roster_command,) = readme_commands("roster")[:1]
+    (root / "roster.csv").write_text(ROSTER_CSV.replace("Lank", "Lank-Updated"))
+    done = shell(roster_command)
+    assert done.returncode == 0 and done.stdout.strip().endswith(
+        "imported 2 students from roster.csv into gradebook.db (0 new, 2 updated)"), done.stdout + done.stderr
+    (due_command,) = readme_commands("due date")
+    done = shell(due_command.replace("NN_topic", ASSIGNMENT))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with sqlite3.connect(root / "gradebook.db") as db:
+        assert db.execute("select duedate from assignment").fetchall() == [("2026-12-01 17:00:00.000000",)]
+        assert db.execute("select last_name from student where id = 'bo'").fetchone() == ("Lank-Updated",)
+    refused = shell(".venv/bin/nbgrader db student add 'x\";alert(1);//' --last-name=X")  # an id read into a script
+    assert refused.returncode != 0 and "refused: letters, digits and . _ @ + - only" in refused.stdout + refused.stderr
+    with sqlite3.connect(root / "gradebook.db") as db:
+        assert db.execute("select count(*) from student").fetchone() == (3,)
+
+
+def test_formgrader_page_gets_names_as_text() -> None:
+    """EscapeNames (c.HTMLExporter.preprocessors): nbgrader's manual grading template prints these unescaped."""
+    nb, resources = EscapeNames().preprocess(toy(), {"student": "mallory", "last_name": HOSTILE, "first_name": "Mal"})
+    assert resources["last_name"] == "&lt;img src=x onerror=&quot;window.__lecturelib_xss=&#x27;roster&#x27;&quot;&gt;"
+    assert (resources["student"], resources["first_name"]) == ("mallory", "Mal")
+
+
+def test_rosters_are_never_committed() -> None:
+    """Issue 33, item 11: names, emails and LMS ids stay out of git, wherever the instructor saves the roster."""
+    for path in ("roster.csv", "roster-2026-fall.csv", "rosters/section-b.csv", "source/roster.csv"):
+        done = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT)
+        assert done.returncode == 0, path

@@ -703,7 +703,7 @@ def test_roundtrip_regrading_gives_same_scores_and_leaves_submissions(graded) ->
                             and s not in ("attack-builtins", "attack-flood", "attack-network"))
     digest = lambda: {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in course.submitted.rglob("*") if p.is_file()}
     before = digest()
-    again = autograde(course, [TOY], workers=2, students=again_students, cell_timeout_s=CELL_TIMEOUT_S)
+    again = autograde(course, [TOY], workers=2, students=again_students, cell_timeout_s=CELL_TIMEOUT_S, force=True)
     assert len(again_students) == 7
     assert {o.student: o.score for o in again.outcomes} == {s: plan.outcomes[s].score for s in again_students}
     assert digest() == before

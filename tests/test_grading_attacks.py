@@ -412,7 +412,8 @@ def test_exchange_collect_copies_only_the_assignments_own_files(built: Path, tmp
     assert done.returncode == 0, done.stdout + done.stderr
     folder = course.submitted / "mallory" / ASSIGNMENT
     assert sorted(os.listdir(course.submitted)) == ["mallory"]  # a name with markup is no student (nor a page's text)
-    assert sorted(os.listdir(folder)) == [NOTEBOOK]
+    # no timestamp.txt in the exchange: the exchange's own time is written, and collect-notes.txt says so
+    assert sorted(os.listdir(folder)) == [NOTEBOOK, "collect-notes.txt", "timestamp.txt"]
     assert not (folder / NOTEBOOK).is_symlink()
     assert "refused notes.txt: a symbolic link" in done.stderr and "refused fifo: a named pipe" in done.stderr
     archive = course.root / "downloaded" / ASSIGNMENT / "archive"
@@ -540,6 +541,34 @@ def test_sanitize_keeps_honest_markdown_and_outputs() -> None:
     assert "<td>1</td>" in cleaned.data["text/html"] and cleaned.execution_count == 3
 
 
+@pytest.mark.parametrize("svg", [
+    '<svg xmlns="http://www.w3.org/2000/svg"><a href="&#106;avascript:alert(1)"><text y="9">x</text></a></svg>',
+    '<svg><a xlink:href="&#x6A;&#x61;vascript:alert(1)"><text>x</text></a></svg>',
+    '<svg><a><animate attributeName="href" values="jav&#9;ascript:alert(1)"/><text>x</text></a></svg>',
+    '<!DOCTYPE svg [<!ENTITY j "javascript:">]><svg><a href="&j;alert(1)"><text>x</text></a></svg>',
+    '<svg><a href="https://evil.example/"><text>x</text></a></svg>',  # a link out: no navigation from a grade page
+])
+def test_sanitize_and_audit_see_through_entity_encoded_svg_links(svg: str) -> None:
+    """Issue 32 §5: an SVG output whose link is `&#106;avascript:` (entity-encoded) or otherwise leaves the picture is
+    dropped at grading time, with the note, and `audit` reports it; a matplotlib SVG (glyphs by `#` reference) stays."""
+    import matplotlib.pyplot as plt
+    from nbformat.notebooknode import from_dict
+
+    from lecturelib.course.audit import markup_findings
+    from lecturelib.course.sanitize import DROPPED_NOTE, clean_output
+
+    out = from_dict({"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": svg}})
+    assert clean_output(out).data == {"text/plain": DROPPED_NOTE.format(types="image/svg+xml")}
+    cell = from_dict({"cell_type": "code", "source": "show()", "metadata": {}, "outputs": [out]})
+    assert markup_findings(cell, set()) == ["a saved output that could run script in a browser (HTML)"]
+    figure, text = plt.figure(figsize=(1, 1)), io.StringIO()
+    figure.gca().plot([0, 1])
+    figure.savefig(text, format="svg")
+    plt.close(figure)
+    honest = from_dict({"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": text.getvalue()}})
+    assert clean_output(honest).data == {"image/svg+xml": text.getvalue()}
+
+
 def test_logs_are_read_bounded(tmp_path: Path) -> None:
     """Item 5: a sparse 4 GiB log is read as its first and last 2 MiB, in well under a second."""
     from lecturelib.course.run import read_log
@@ -564,3 +593,24 @@ def test_message_size_counts_every_part() -> None:
     msg = {"content": {"data": {"text/plain": "x" * 1000}, "deep": deep}, "metadata": {"m": "y" * 500},
            "buffers": [b"z" * 300]}
     assert 1800 < message_bytes(msg) < 1800 + 2 * 100_000 + 100
+
+
+def test_hidden_lines_read_a_less_than_sign_in_code_as_code(tmp_path: Path) -> None:
+    """Source is not HTML: a `<` in a visible check must not hide what follows it, or a hidden line that repeats that
+    visible line would count as a secret (and every honest page as a leak)."""
+    visible = "expect_bool(bool(torch.where(j < k, a, b).sum() > 0), True)"
+    master = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f"{visible}\n### BEGIN HIDDEN TESTS\n{visible}\nexpect_count(int((x < 7919).sum()) + offset, 12)\n"
+        "### END HIDDEN TESTS", metadata={"nbgrader": {"grade": True, "grade_id": "t", "locked": True, "points": 1,
+                                                       "solution": False, "schema_version": 3}})])
+    released = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(visible)])
+    for folder, nb in (("source", master), ("notebooks", released)):
+        (tmp_path / folder / "A").mkdir(parents=True)
+        nbformat.write(nb, tmp_path / folder / "A" / "A.ipynb")
+    (tmp_path / "nbgrader_config.py").write_text("")
+    secret = hidden_lines(Course(tmp_path), "A")
+    assert secret == {"expect_count(int((x < 7919).sum()) + offset, 12)"}  # the repeated visible line is public
+    page = "<pre>expect_bool(bool(torch.where(j &lt; k, a, b).sum() &gt; 0), True)</pre>"
+    assert leak(page, secret, []) == ""
+    shown = "<span>expect_count(int((x</span> &lt; 7919).sum()) + offset, 12)"
+    assert leak(shown, secret, []).startswith("a hidden test line")

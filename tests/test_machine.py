@@ -131,3 +131,35 @@ def test_measure_this_machine_once_per_kernel() -> None:
     assert m.compute("fp32") is roof
     assert m.noise.low <= 1 <= m.noise.high or m.noise.floor >= 0
     assert m.describe().count("\n") == len(m.tiers) + 2  # title, tiers, one compute roof, noise
+
+
+def test_tiers_from_plateaus_names_a_given_cut_as_find_tiers_names_its_own() -> None:
+    points = sweep(CLEAN)
+    groups = [points[:4], points[4:7], points[7:9], points[9:]]  # the knees of CLEAN, cut by hand
+    assert machine.tiers_from_plateaus(groups, CACHES) == find_tiers(points, CACHES)
+    # a lone middle size is left where it was given (merge_lone_plateaus moves it), and named after its cache
+    lone = machine.tiers_from_plateaus([points[:4], points[4:5], points[5:9], points[9:]], CACHES)
+    assert [(t.name, t.sizes) for t in lone] == [("L1", 4), ("L2", 1), ("L2–L3", 4), ("DRAM", 2)]
+    assert [len(g) for g in machine.merge_lone_plateaus([points[:4], points[4:5], points[5:9], points[9:]])] == [
+        4, 5, 2]  # 128 KiB (61 GB/s) joins the run after it (median 41.5 GB/s), nearer in log than L1 (118.5)
+    with pytest.raises(ValueError):
+        machine.tiers_from_plateaus([points[4:], points[:4]], CACHES)  # out of order
+    with pytest.raises(ValueError):
+        machine.tiers_from_plateaus([], CACHES)
+
+
+def test_from_sweep_builds_the_model_on_a_sweep_measured_elsewhere() -> None:
+    points = sweep(CLEAN)
+    m = machine.from_sweep(points, quick=True, device="cpu")
+    assert [t.name for t in m.tiers] == [t.name for t in find_tiers(points, machine._cache_sizes("cpu"))]
+    assert m.sweep == tuple(points) and m.threads == 1 and m.memory.bytes_per_s == pytest.approx(10.2e9)
+    given = machine.from_sweep(points, [points[:9], points[9:]], quick=True, device="cpu")
+    assert [(t.lo_bytes, t.hi_bytes) for t in given.tiers] == [(1 * KiB, 16 * MiB), (64 * MiB, 256 * MiB)]
+    assert machine.measure(quick=True) is not m  # measure() keeps its own sweep
+
+
+def test_compute_roof_is_measured_once_and_shared_with_measure() -> None:
+    roof = machine.compute_roof("fp32", "cpu", quick=True)
+    assert machine.compute_roof("fp32", "cpu", quick=True) is roof
+    assert machine.measure("cpu", quick=True).compute("fp32") is roof
+    assert roof.flop_per_s >= roof.median_flop_per_s > 0

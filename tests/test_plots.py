@@ -538,6 +538,20 @@ def test_op_roofline_figure_places_each_op_with_its_verdict():
         plots.op_roofline_figure(0.0, 1e10, points)
 
 
+def test_op_roofline_figure_draws_each_memory_tier_as_a_roof_of_its_own():
+    points = [("mm", 64.0, 9e10, 0.010, "compute"), ("dot", 0.25, 2e10, 0.002, "memory")]
+    fig = plots.op_roofline_figure(1e11, 1e10, points, memory_tiers=[("L1–L2", 8e10)], memory_name="L3")
+    (ax,) = fig.axes
+    roof, tier = ax.lines[0], ax.lines[3]  # the main roof, its overhead line, the ridge, then the tier's roof
+    assert roof.get_label().startswith("roofline (L3): 10 GB/s")
+    assert tier.get_label() == "L1–L2's roof: 80 GB/s"
+    # min(peak, intensity × 80 GB/s): below its ridge (1.25 FLOP/byte) the tier's roof is 8× the main one
+    assert [y for x, y in zip(tier.get_xdata(), tier.get_ydata()) if x < 1] == pytest.approx(
+        [8 * y for x, y in zip(roof.get_xdata(), roof.get_ydata()) if x < 1])
+    with pytest.raises(ValueError):
+        plots.op_roofline_figure(1e11, 1e10, points, memory_tiers=[("L2", 0.0)])
+
+
 def test_memory_timeline_figure_steps_in_mib_and_marks_the_peak():
     fig = plots.memory_timeline_figure([0.0, 1.0, 2.0, 3.0], [0, 2**20, 3 * 2**20, 2**20],
                                        [("forward", 0.0, 1.5), ("backward", 1.5, 3.0)])

@@ -10,6 +10,7 @@ import torch
 
 from lecturelib.profiler import (
     MemoryProfiler,
+    Ratio,
     Timing,
     benchmark,
     compare,
@@ -321,3 +322,11 @@ def test_compare_rejects_nonsense() -> None:
         compare({"a": lambda: None}, rounds=0)
     with pytest.raises(ValueError):
         compare({"a": lambda: None}, min_round_s=0)
+
+
+def test_ratio_of_rounds_is_their_median_and_range() -> None:
+    ratio = Ratio.of([1.5, 0.9, 1.2, 2.0])
+    assert (ratio.median, ratio.low, ratio.high) == (1.35, 0.9, 2.0)  # median of 4: (1.2 + 1.5) / 2
+    assert not ratio.above(1.0) and ratio.above(0.8)
+    with pytest.raises(ValueError):
+        Ratio.of([])

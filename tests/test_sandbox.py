@@ -110,6 +110,34 @@ print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 
 
 @needs_sandbox
+def test_sandbox_hides_the_machines_network_interfaces_and_cannot_lower_its_oom_score(
+        config: sandbox.Config, capfd: pytest.CaptureFixture[str]) -> None:
+    """Issue 32 §5: /sys/class/net (and every interface's folder behind it) is empty inside; the sandbox's
+    oom_score_adj is 1000, and a kernel cannot lower it to shield itself from the OOM killer (as root grader: not
+    at all; as an ordinary user: never below the grader's own)."""
+    hosts = sandbox.net_folders()
+    assert hosts and hosts[0] == "/sys/class/net" and os.listdir("/sys/class/net")  # the machine's, outside
+    code, out = run(config, f"""
+import json, os
+seen = {{f: os.listdir(f) for f in {hosts!r}}}
+before = open("/proc/self/oom_score_adj").read().strip()
+try:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
+    lowered = open("/proc/self/oom_score_adj").read().strip()
+except OSError as e:
+    lowered = type(e).__name__
+print(json.dumps({{"seen": seen, "before": before, "lowered": lowered}}))
+""", capfd)
+    found = json.loads(out.strip().splitlines()[-1])
+    assert code == 0
+    assert found["seen"] == {f: [] for f in hosts}
+    assert found["before"] == "1000"
+    own = int(Path("/proc/self/oom_score_adj").read_text())
+    assert found["lowered"] == ("PermissionError" if sandbox.host_identity() is not None or own > -1000 else "-1000")
+
+
+@needs_sandbox
 def test_sandbox_processes_die_with_it(config: sandbox.Config, capfd: pytest.CaptureFixture[str]) -> None:
     code, _ = run(config, """
 import subprocess

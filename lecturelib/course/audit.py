@@ -6,10 +6,11 @@ import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from html import unescape
 from pathlib import Path
 
 from lecturelib.course.layout import Course, SOLUTION_MARKS, nbgrader_meta, read_notebook
-from lecturelib.course.sanitize import IMAGE_TYPES, risky_markup
+from lecturelib.course.sanitize import IMAGE_TYPES, active_svg, risky_markup
 
 # Calls that end the kernel, reach outside the submission's folder, or run code the audit cannot read.
 EXITS = {"os._exit", "sys.exit", "exit", "quit", "os.kill", "os.abort", "os.killpg", "signal.raise_signal"}
@@ -263,8 +264,11 @@ def markup_findings(cell, given: set[str]) -> list[str]:  # noqa: ANN001 - a not
     for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
         data = output.get("data", {})
         active = sorted(m for m in data if m not in PASSIVE_OUTPUT)
-        html = "".join(data.get("text/html", "")) + "".join(data.get("image/svg+xml", ""))
-        if active or SCRIPT.search(html) or (html and risky_markup(html, is_html=True)):
+        svg = "".join(data.get("image/svg+xml", ""))
+        html = "".join(data.get("text/html", "")) + svg
+        # character references decoded first: `href="&#106;avascript:..."` is a javascript: link to a browser
+        if active or SCRIPT.search(html) or SCRIPT.search(unescape(html)) or (svg and active_svg(svg)) or (
+                html and risky_markup(html, is_html=True)):
             found.append(f"a saved output that could run script in a browser ({', '.join(active) or 'HTML'})")
     return found
 

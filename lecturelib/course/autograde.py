@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -15,17 +18,19 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook
 from nbgrader.converters.base import NbGraderException
 
+import lecturelib
 from lecturelib.course import sandbox
-from lecturelib.course.collect import screen
+from lecturelib.course.collect import screen, valid_student
 from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
 from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
 from lecturelib.course.preprocessors import SANDBOX_ENV
 from lecturelib.course.dispatch import Cluster, ClusterError, Local, Progress
 from lecturelib.course.run import Run
-from lecturelib.course.task import Result, Settings, course_version, make_kit, make_task
+from lecturelib.course.task import Kit, Result, Settings, Task, course_version, make_kit, make_task
 from lecturelib.course.task import save as task_save
 
 SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
+UNCHANGED = "unchanged: not graded again"  # the note of a submission skipped as unchanged (`--force` grades it)
 NO_SANDBOX_RISK = (
     "without a sandbox every kernel runs with your rights: a submission can read the hidden tests in "
     "gradebook.db, change other students' files and grades, plant code that later grading runs, and start "
@@ -81,6 +86,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # worth knowing, not a failure (e.g. cells restored)
     seconds: float = 0.0
+    unchanged: bool = False  # graded before from the same files, release, masters and settings: not graded again
 
 
 def submissions(course: Course, assignments: list[str], students: list[str] | None = None) -> list[tuple[str, str]]:
@@ -116,6 +122,17 @@ def _outcome(result: Result, log_dir: Path) -> Outcome:
     (log_dir / f"{result.student}--{result.assignment}.log").write_text(result.log)
     return Outcome(result.student, result.assignment, graded=result.graded, problems=list(result.problems),
                    notes=list(result.notes), seconds=result.seconds)
+
+
+def _save(course: Course, result: Result) -> list[str] | str:
+    """Save one result (task.save): its notes, or why it could not be saved (then nothing of it stays in autograded/,
+    and the run goes on with the other submissions)."""
+    try:
+        return task_save(course, result)
+    except Exception as e:  # noqa: BLE001 - one submission's failure is its problem, never the run's
+        shutil.rmtree(course.autograded / result.student / result.assignment, ignore_errors=True)
+        reason = str(e).splitlines()[0][:200] if str(e) else ""
+        return f"not saved: {type(e).__name__}: {reason}; grade it again"
 
 
 def _ensure_gradebook(course: Course, assignments: list[str], students: list[str]) -> list[str]:
@@ -180,6 +197,42 @@ def _read_scores(course: Course, outcomes: list[Outcome]) -> None:
             o.manual_score = None
 
 
+def _with_grades(course: Course) -> set[tuple[str, str]]:
+    """(student, assignment) of every submission the gradebook holds grades of."""
+    with sqlite3.connect(course.gradebook, timeout=120) as db:
+        return set(db.execute("select sa.student_id, a.name from submitted_assignment sa"
+                              " join assignment a on sa.assignment_id = a.id"))
+
+
+def _due_dates(course: Course) -> dict[str, str]:
+    """Each assignment's due date in the gradebook (late penalties are assigned when a submission is graded)."""
+    with sqlite3.connect(course.gradebook, timeout=120) as db:
+        return {name: str(due) for name, due in db.execute("select name, duedate from assignment")}
+
+
+def _files_digest(label: str, files: dict[str, bytes]) -> str:
+    return hashlib.sha256("".join(f"{label}/{rel}\0{hashlib.sha256(data).hexdigest()}\0"
+                                  for rel, data in sorted(files.items())).encode()).hexdigest()
+
+
+def release_key(kit: Kit) -> str:
+    """sha256 of what every grading of an assignment depends on: nbgrader_config.py, the assignment's release and
+    masters (hidden tests and data files), and lecturelib (the notebooks import it; the preprocessors are its)."""
+    package = Path(lecturelib.__file__).parent
+    code = {rel: h.encode() for rel, h in digest(package).items() if "__pycache__" not in rel}
+    return _files_digest("", {"config": kit.config, "release": _files_digest("release", kit.release).encode(),
+                              "source": _files_digest("source", kit.source).encode(),
+                              "lecturelib": _files_digest("lecturelib", code).encode()})
+
+
+def grading_key(release: str, submission: Task, due: str) -> str:
+    """sha256 of everything a submission's grade depends on: its assignment's `release_key`, its files
+    (timestamp.txt included), the run's settings but its threads, and the assignment's due date (late penalties)."""
+    settings = dataclasses.replace(submission.settings, threads=None)
+    return _files_digest("", {"release": release.encode(), "settings": repr(settings).encode(), "due": due.encode(),
+                              "submitted": _files_digest("submitted", submission.files).encode()})
+
+
 def check_sandbox(sandboxed: bool) -> None:
     """Refuse to grade without a sandbox unless the instructor said --no-sandbox (SandboxUnavailable)."""
     if sandboxed:
@@ -201,22 +254,28 @@ class Report:
 
 def autograde(course: Course, assignments: list[str], *, workers: int = 1, students: list[str] | None = None,
               timeout_s: float = SUBMISSION_TIMEOUT_S, cell_timeout_s: int | None = None, sandboxed: bool = True,
-              limits: sandbox.Limits | None = None, scheduler: str = "", progress_bar: bool = False) -> Report:
+              limits: sandbox.Limits | None = None, scheduler: str = "", credentials: str | Path | None = None,
+              progress_bar: bool = False, force: bool = False) -> Report:
     """Autograde every submission of `assignments` (of `students`) with `workers` in parallel, or on the Dask
-    cluster of `scheduler` (tcp://HOST:8786), each kernel in a sandbox (`sandboxed=False` only when the instructor
-    accepts NO_SANDBOX_RISK), then verify the whole run. Submissions a run that was interrupted had graded are not
-    graded again (`Run.finished`)."""
+    cluster of the course's `scheduler` (tls://HOST:8786, with the certificates in `credentials`, default cluster/),
+    each kernel in a sandbox (`sandboxed=False` only when the instructor accepts NO_SANDBOX_RISK), then verify the
+    whole run. Submissions a run that was interrupted had graded are not graded again (`Run.finished`), nor, unless
+    `force`, those unchanged since their last grading (`grading_key`). Ctrl-C raises run.Stopped."""
     scripts_on_path()
     pairs = submissions(course, assignments, students)
     if not pairs:
         return Report([])
+    cluster = (Cluster(scheduler, course_version(course.root), tell=_tell if progress_bar else None, root=course.root,
+                       credentials_dir=Path(credentials) if credentials else None) if scheduler else None)
     if not scheduler:  # on a cluster each worker checks its own sandbox (and refuses without one)
         check_sandbox(sandboxed)
     screened = screen(course, pairs)  # before anything reads submitted/: links, devices, stray files moved out
     # CPU time per process: what all cores could use in the submission's time, a backstop only
     limits = (limits or sandbox.Limits())._replace(cpu_s=int(timeout_s) * (os.cpu_count() or 1))
     with Run(course, sandboxed=sandboxed, limits=limits, workers=workers) as run:
-        notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}), sorted({s for s, _ in pairs}))
+        # a folder name that is no student id is not graded, and never becomes a student (a name in Formgrader's pages)
+        notes = run.notes + _ensure_gradebook(course, sorted({a for _, a in pairs}),
+                                              sorted({s for s, _ in pairs if valid_student(s)}))
         if not sandboxed:
             notes.append(f"graded with --no-sandbox: {NO_SANDBOX_RISK}")
         log_dir = course.root / "logs" / "autograde"
@@ -229,6 +288,8 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
                             threads=None if scheduler else run.threads)
         outcomes: dict[tuple[str, str], Outcome] = {}
         tasks = []
+        with_grades, due = _with_grades(course), _due_dates(course)
+        releases = {a: release_key(kit) for a, kit in kits.items()}
         for pair in pairs:
             found = screened[pair]
             # what screening refused (a link, a pipe) is reported, and the notebook graded all the same; a notebook
@@ -239,13 +300,17 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
                 out.graded = True  # graded and verified by the run that was interrupted: not graded twice
                 out.notes.append("graded by the autograde run that was interrupted")
             elif found.gradable and not invalid:
-                tasks.append(make_task(course, *pair, settings))
-                in_flight.add(pair)
-                run.mark(pair, done=False)
-                continue
+                submission = make_task(course, *pair, settings)
+                key = grading_key(releases[pair[1]], submission, due.get(pair[1], ""))
+                if force or pair not in with_grades or not run.unchanged(pair, key):
+                    tasks.append(submission)
+                    in_flight.add(pair)
+                    run.mark(pair, done=False, grading_key=key)
+                    continue
+                out.graded = out.unchanged = True
+                out.notes.append(UNCHANGED)
             outcomes[pair] = out
-        engine: Local | Cluster = (Cluster(scheduler, version, tell=_tell if progress_bar else None) if scheduler
-                                   else Local(course.root, workers))
+        engine: Local | Cluster = cluster if cluster is not None else Local(course.root, workers)
         progress = Progress(len(tasks), enabled=progress_bar)
         results = engine.run(tasks, kits)
         try:
@@ -255,15 +320,21 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
                     continue
                 with guard.lock:
                     in_flight.discard(pair)
+                    saved: list[str] | str = []
                     if not result.refused:
-                        task_save(course, result)
-                        check.graded(pair, result.graded)
+                        saved = _save(course, result)
+                        check.graded(pair, result.graded and not isinstance(saved, str))
                     out = _outcome(result, log_dir)
                     out.problems[:0], out.notes[:0] = screened[pair].problems, screened[pair].notes
+                    if isinstance(saved, str):
+                        out.graded = False
+                        out.problems.append(saved)
+                    else:
+                        out.notes += saved
                     for suspect, problems in guard.verify(pair, in_flight).items():
                         told.setdefault(suspect, []).extend(problems)
                     out.problems += told.pop(pair, [])
-                    if not result.refused:
+                    if not result.refused and not isinstance(saved, str):
                         run.mark(pair, done=True)
                 outcomes[pair] = out
                 progress.done(failed=not out.graded)
@@ -276,6 +347,9 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
         for o in ordered:
             o.problems += by_pair.get((o.student, o.assignment), [])
         _read_scores(course, ordered)
+        for o in ordered:
+            if o.problems:  # graded again next time, changed or not
+                run.forget((o.student, o.assignment))
     return Report(ordered, notes + others)
 
 
@@ -300,13 +374,16 @@ def format_table(outcomes: list[Outcome]) -> str:
     """The summary an instructor reads: one row a submission, then what waits for manual grading."""
     rows = [("student", "assignment", "score", "seconds", "problems")]
     for o in outcomes:
-        rows.append((printable(o.student), printable(o.assignment), score_text(o), f"{o.seconds:.1f}",
+        seconds = "-" if o.unchanged else f"{o.seconds:.1f}"
+        rows.append((printable(o.student), printable(o.assignment), score_text(o), seconds,
                      printable("; ".join(o.problems + o.notes)) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
     graded = [o for o in outcomes if o.graded]
     waiting = [o for o in graded if o.manual_max and o.manual_score is None]
+    unchanged = sum(o.unchanged for o in outcomes)
     lines.append(f"{len(graded)} of {len(outcomes)} submissions autograded"
+                 + (f" ({unchanged} unchanged since their last grading: --force grades them again)" if unchanged else "")
                  + (f"; {len(waiting)} wait for manual grading of their written answers "
                     f"(jupyter lab at the course root: Nbgrader > Formgrader > Manual Grading)" if waiting else ""))
     return "\n".join(lines)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import filecmp
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from lecturelib.course.layout import (
     read_notebook,
     write_notebook,
 )
+from lecturelib.course.sandbox import connection_paths, socket_folder
 from lecturelib.grading import InvalidTestCell, judge, parse_test_cell, prepare_test_cell
 
 CELL_TIMEOUT_S = 300
@@ -202,17 +202,20 @@ def _tree_differences(built: Path, committed: Path) -> list[str]:
 def execute(nb: NotebookNode, cwd: Path, timeout_s: int = CELL_TIMEOUT_S) -> NotebookNode:
     """Run every cell of a copy of `nb` in a fresh kernel, errors recorded, not raised."""
     ran = copy.deepcopy(nb)
-    with tempfile.TemporaryDirectory(prefix="lecturelib-check-") as runtime:
-        # IPC sockets in a private folder: no TCP port, no "running over TCP without encryption" warning
-        connection = os.path.join(runtime, "kernel.json")
-        km = AsyncKernelManager(kernel_name="python3", transport="ipc", connection_file=connection,
-                                ip=connection[: -len(".json")] + "-ipc")
+    # IPC sockets in a short private folder whatever TMPDIR is: no TCP port, no "running over TCP without
+    # encryption" warning, no path too long for a socket
+    runtime = socket_folder()
+    try:
+        connection, ip = connection_paths(runtime, sandboxed=False)
+        km = AsyncKernelManager(kernel_name="python3", transport="ipc", connection_file=connection, ip=ip)
         try:
             NotebookClient(ran, km=km, timeout=timeout_s, allow_errors=True,
                            resources={"metadata": {"path": str(cwd)}}).execute(env=kernel_env())
         finally:
             if run_sync(km.is_alive)():
                 run_sync(km.shutdown_kernel)(now=True)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
     return ran
 
 

@@ -6,6 +6,10 @@ Makefile, README and .gitignore (student/), requirements.txt without the instruc
 pyproject.toml that installs lecturelib. Then the bundle is read back: a hidden test's line or a solution's line
 in any file of it (a solution line only in lecturelib, whose reference implementations students may read: see
 `references`) fails the build, and the bundle is removed.
+
+The bundle is stamped with the commit it was built from (OUT/.course-bundle); uncommitted changes in what it is
+built from (source/ included: the release is built from it) stamp it COMMIT-dirty, and `bundle` says so: such a
+bundle matches no commit, so publish only a clean one.
 """
 
 from __future__ import annotations
@@ -21,11 +25,15 @@ from pathlib import Path
 from lecturelib.course.layout import HIDDEN_MARKS, SOLUTION_MARKS, Course, iter_source_notebooks, read_notebook
 
 MARKER = ".course-bundle"  # in OUT: a bundle lives here (so a later bundle may replace it)
-INSTRUCTOR_ONLY_PACKAGES = ("pytest", "pytest-xdist", "nbval", "playwright", "hypothesis", "mypy")  # tests of the course
+# tests of the course, and the hub an instructor runs (students' laptops need none of them)
+INSTRUCTOR_ONLY_PACKAGES = ("pytest", "pytest-xdist", "nbval", "playwright", "hypothesis", "mypy", "jupyterhub",
+                            "configurable-http-proxy", "dask", "distributed")  # and the grading cluster
 STUDENT_JUPYTER = ("jupyter_server_config.json", "jupyter_server_config.py", "labconfig/page_config.json",
                    "nbgrader_config.py")
 MIN_LINE_CHARS = 16  # shorter lines ("return x", "n = 2") occur in any code
 KEEP = (".git",)  # a bundle folder that is a git repository keeps its history
+# What a bundle is made from: a change to any of these that git has not committed makes it COMMIT-dirty
+BUILT_FROM = ("source", "notebooks", "lecturelib", "student", "jupyter/student", "requirements.txt", "pyproject.toml")
 
 
 class BundleError(RuntimeError):
@@ -129,18 +137,33 @@ def _pyproject(text: str) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _commit(course: Course) -> str:
+def _git(course: Course, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=course.root, capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(["git", *args], cwd=course.root, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
-def bundle(course: Course, out: Path) -> dict[str, list[str]]:
+def uncommitted(course: Course) -> list[str]:
+    """Paths of what the bundle is built from (BUILT_FROM, but lecturelib/course) that differ from the last commit, or
+    that git does not track and does not ignore."""
+    status = _git(course, "status", "--porcelain", "--untracked-files=all", "--no-renames", "--", *BUILT_FROM,
+                  ":(exclude)lecturelib/course")  # the grading machinery, which the bundle leaves out
+    return sorted({line[3:].strip('"') for line in (status or "").splitlines() if len(line) > 3})
+
+
+def stamp(course: Course) -> tuple[str, list[str]]:
+    """(the commit the bundle is built from, COMMIT-dirty with uncommitted changes; '' outside git, what changed)."""
+    commit = (_git(course, "rev-parse", "--short", "HEAD") or "").strip()
+    changed = uncommitted(course) if commit else []
+    return commit + ("-dirty" if changed else ""), changed
+
+
+def bundle(course: Course, out: Path, notes: list[str] | None = None) -> dict[str, list[str]]:
     """Write the students' course into `out` (new, empty, or an earlier bundle: replaced, its .git kept); return the
-    lecturelib modules that show reference implementations (module -> assignments). Raises BundleError."""
+    lecturelib modules that show reference implementations (module -> assignments). Raises BundleError. What the
+    instructor must know (a COMMIT-dirty stamp) is appended to `notes`."""
     out = out.resolve()
     if out == course.root or course.root.is_relative_to(out):
         raise BundleError(f"{out} holds the course itself: choose a folder of its own")
@@ -161,8 +184,13 @@ def bundle(course: Course, out: Path) -> dict[str, list[str]]:
         shutil.copy2(student / "gitignore", out / ".gitignore")
         (out / "requirements.txt").write_text(_requirements((course.root / "requirements.txt").read_text()))
         (out / "pyproject.toml").write_text(_pyproject((course.root / "pyproject.toml").read_text()))
-        (out / MARKER).write_text(json.dumps({"built": time.strftime("%Y-%m-%d %H:%M:%S"), "from": _commit(course),
+        built_from, changed = stamp(course)
+        (out / MARKER).write_text(json.dumps({"built": time.strftime("%Y-%m-%d %H:%M:%S"), "from": built_from,
                                               "assignments": course.assignments()}, indent=1) + "\n")
+        if changed and notes is not None:
+            notes.append(f"stamped {built_from}: {len(changed)} uncommitted change{'s' if len(changed) != 1 else ''} "
+                         f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}); this bundle matches no "
+                         f"commit: commit, then bundle again before you publish it")
         findings = scan(out, secret_lines(course))
         leaks = [f for f in findings if not (f.kind == "solution" and f.path.startswith("lecturelib/"))]
         if leaks:

@@ -1,16 +1,22 @@
 """What a submission may hold, wherever it comes from: the exchange, an LMS download, or submitted/ itself.
 
-A submission is the assignment's notebook(s), its data files (source/NN_topic's other files) and nbgrader's
-timestamp.txt and submission_secret.txt, each a regular file no larger than MAX_FILE_BYTES. Anything else is refused
-with a message that names it and says why: a symbolic link (copied, it would be whatever it points to: a master in
-source/, the gradebook), a device file or a named pipe (endless or blocking reads), a folder, a stray file. The rest
-of the submission is still collected and graded.
+A submission is the assignment's notebook(s), its data files (source/NN_topic's other files), nbgrader's
+timestamp.txt and submission_secret.txt, and what collect noted about it (collect-notes.txt, the course's own), each
+a regular file no larger than MAX_FILE_BYTES. Anything else is refused with a message that names it and says why: a
+symbolic link (copied, it would be whatever it points to: a master in source/, the gradebook), a device file or a
+named pipe (endless or blocking reads), a folder, a stray file. The rest of the submission is still collected and
+graded.
 
 * `screen` runs before `autograde` reads submitted/: refused entries are moved to logs/autograde/refused/, a
   student folder or assignment folder that is itself a link, or whose name is no valid student id, is not graded.
 * `SafeExchangeCollect` is `nbgrader collect` (and Formgrader's Collect button) for this course: files are
   copied from the exchange through descriptors opened without following links, and a folder in the exchange
-  owned by another student's account is refused.
+  owned by another student's account is refused. The student's own process writes timestamp.txt (and names the
+  folder with a time), so neither decides lateness alone: the exchange's change time of the submission's files
+  (st_ctime, which no student can set back) does when the claim is earlier (`settle_time`), and a claim that is
+  no time is replaced by it; collect-notes.txt says so, and `autograde` and `grades` show it.
+* A notebook whose graded cells are another assignment's (`Releases.owner`) is refused by both collects, naming
+  that assignment: graded as this one it would score 0 and "restore" every cell.
 * `collect_downloads` is `python -m lecturelib.course collect NN_topic [--lms course|canvas|moodle]`, in place
   of `nbgrader zip_collect` (which the course's configuration refuses: it lets any zip member name any student,
   extracts zips inside zips and aborts the whole class on one duplicate): each upload speaks only for the student
@@ -21,7 +27,9 @@ of the submission is still collected and graded.
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
+import json
 import os
 import re
 import shutil
@@ -34,11 +42,12 @@ from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.plugins.zipcollect import ExtractorPlugin
+from nbgrader.utils import parse_utc
 
 from lecturelib.course import roster
 from lecturelib.course.layout import Course
+from lecturelib.course.roster import STUDENT_ID, valid_student  # noqa: F401 - STUDENT_ID: re-exported
 
-STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")  # no markup, no path, no "--": safe in a page and a path
 MAX_FILE_BYTES = 64 * 2**20  # one notebook or data file
 MAX_UPLOAD_BYTES = 128 * 2**20  # everything one upload (a zip) expands to
 MAX_MEMBERS = 64  # entries in one student's zip
@@ -48,6 +57,8 @@ ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".whl",
 IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store", "__MACOSX", "Thumbs.db")  # editors' litter
 TIMESTAMP = "timestamp.txt"  # written by nbgrader collect: the submission time, for late penalties
 SECRET = "submission_secret.txt"  # written by nbgrader submit: names the feedback page release_feedback puts out for it
+NOTES = "collect-notes.txt"  # what collect found about a submission, a line each (written by collect, never a student's)
+CLOCK_SLACK_S = 60  # a claimed time this much earlier than the exchange's is a clock's drift, not a claim
 # How each LMS names the files of a bulk download (see lecturelib.course.roster for whom the ids name).
 LMS_NAMES = {
     # STUDENT--FILE, e.g. alice--02_matmul_flops.ipynb: files named by hand (or by the instructor's script); the
@@ -89,8 +100,12 @@ def _ignored(name: str) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED)
 
 
-def valid_student(name: str) -> bool:
-    return STUDENT_ID.fullmatch(name) is not None and "--" not in name
+def read_notes(folder: Path) -> list[str]:
+    """What collect noted about the submission in `folder` (collect-notes.txt), a line each."""
+    path = folder / NOTES
+    if path.is_symlink() or not path.is_file():
+        return []
+    return [line for line in path.read_text(encoding="utf-8", errors="replace")[:4096].splitlines() if line.strip()]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -135,7 +150,8 @@ def screen(course: Course, pairs: list[tuple[str, str]]) -> dict[tuple[str, str]
         for name in sorted(os.listdir(folder)):
             st = os.lstat(folder / name)
             what = kind(st)
-            if name in notebooks | data | {TIMESTAMP, SECRET} and what == "a regular file" and st.st_size <= MAX_FILE_BYTES:
+            if name in notebooks | data | {TIMESTAMP, SECRET, NOTES} and what == "a regular file" \
+                    and st.st_size <= MAX_FILE_BYTES:
                 continue
             aside.mkdir(parents=True, exist_ok=True)
             os.rename(folder / name, aside / name)  # the entry itself, never what a link points to
@@ -147,6 +163,7 @@ def screen(course: Course, pairs: list[tuple[str, str]]) -> dict[tuple[str, str]
                                   f"moved to {where})")
             elif not _ignored(name):
                 s.notes.append(f"not graded: {name}, {what} that is not part of the assignment (moved to {where})")
+        s.notes += read_notes(folder)
     return found
 
 
@@ -209,10 +226,97 @@ def _copy_bounded(source, target, limit: int) -> int | None:  # noqa: ANN001 - b
         target.write(chunk)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Submission times: what the student claims, and when the exchange received it
+
+
+def read_time(text: str) -> datetime.datetime | None:
+    """A submission time as nbgrader reads it (`2026-12-01 16:00:00.000000 UTC`), in naive UTC; None when `text`
+    is no time (or names a time zone by a file path, which nbgrader would open)."""
+    text = text.strip()
+    zone = text.split(" ")[2] if len(text.split(" ")) == 3 else ""
+    if not text or len(text) > 64 or not text.isprintable() or zone.startswith(("/", ".")) or ".." in zone:
+        return None
+    try:
+        when = parse_utc(text)
+    except (ValueError, OverflowError, TypeError, LookupError):
+        return None
+    return when if 1970 <= when.year <= 2200 else None
+
+
+def time_text(when: datetime.datetime) -> str:
+    """A naive UTC time as nbgrader writes timestamp.txt."""
+    return f"{when:%Y-%m-%d %H:%M:%S.%f} UTC"
+
+
+def _short(when: datetime.datetime) -> str:
+    return f"{when:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def received_time(folder: str) -> datetime.datetime:
+    """When the exchange last received anything of a submission folder, in naive UTC: the latest change time of the
+    folder and its entries. st_ctime is the kernel's: writing, renaming or linking a file sets it to now, and so
+    does `utime` (which sets only the times a student may choose), so no student can set it back."""
+    times = [os.lstat(folder).st_ctime]
+    with os.scandir(folder) as entries:
+        times += [e.stat(follow_symlinks=False).st_ctime for e in entries]
+    return datetime.datetime.fromtimestamp(max(times), datetime.timezone.utc).replace(tzinfo=None)
+
+
+def counted_time(claimed: datetime.datetime | None, received: datetime.datetime) -> datetime.datetime:
+    """The submission time that counts: the claim, unless it is no time or earlier than the receipt by more than a
+    clock's drift (then the receipt)."""
+    if claimed is None or claimed < received - datetime.timedelta(seconds=CLOCK_SLACK_S):
+        return received
+    return claimed
+
+
+def settle_time(dest: Path, received: datetime.datetime) -> list[str]:
+    """Make the timestamp.txt of a collected submission (folder `dest`) the time that counts (`counted_time`); write
+    what was changed, and why, into its collect-notes.txt; return those notes."""
+    stamp = dest / TIMESTAMP
+    raw = ""
+    if stamp.is_file() and not stamp.is_symlink():
+        with open(stamp, "rb") as f:
+            raw = f.read(256).decode("utf-8", errors="replace")
+    claimed = read_time(raw)
+    when = counted_time(claimed, received)
+    where = (f"the exchange received it at {_short(received)} (the last change of its files there, which no student "
+             "can set back)")
+    if not raw.strip():
+        notes = [f"{TIMESTAMP} {'is empty' if stamp.is_file() else 'is missing'}: {where}: that time counts"]
+    elif claimed is None:
+        notes = [f"{TIMESTAMP} read {raw.strip()[:60]!r}, which is no time: ignored; {where}: that time counts"]
+    elif when != claimed:
+        notes = [f"{TIMESTAMP} claimed {_short(claimed)}, but {where}: the later time counts"]
+    else:
+        return []
+    if stamp.is_symlink():
+        stamp.unlink()
+    stamp.write_text(time_text(when) + "\n")
+    (dest / NOTES).write_text("".join(f"{n}\n" for n in notes), encoding="utf-8")
+    return notes
+
+
 class SafeExchangeCollect(ExchangeCollect):
     """nbgrader's collect, copying only the assignment's own regular files, never through a link, and refusing a
     submission folder that another student's account owns, or whose name is no valid student id (it would become a
-    folder of submitted/ and a name in Formgrader's pages) (c.ExchangeFactory.collect in nbgrader_config.py)."""
+    folder of submitted/ and a name in Formgrader's pages), or a notebook of another assignment; the submission time
+    is the student's claim only when the exchange's own time agrees (`settle_time`) (c.ExchangeFactory.collect in
+    nbgrader_config.py)."""
+
+    def _path_to_record(self, path: str) -> dict:
+        """nbgrader's record of an inbound folder (`STUDENT+ASSIGNMENT+TIME+RANDOM`), never failing on a name: its
+        time is the one that counts (the student names the folder; the exchange's change time bounds it)."""
+        filename = os.path.basename(path)
+        parts = filename.rsplit("+", 3)
+        try:
+            received = received_time(path)
+        except OSError:
+            received = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        claimed = read_time(parts[2]) if len(parts) >= 3 else None
+        username = parts[0] if len(parts) >= 3 else ""  # no valid student id: refused in init_src
+        return {"username": username, "filename": filename, "timestamp": counted_time(claimed, received)}
 
     def init_src(self) -> None:
         super().init_src()
@@ -231,9 +335,32 @@ class SafeExchangeCollect(ExchangeCollect):
             return
         root = Path(self.coursedir.root)
         course = Course(root if (root / "nbgrader_config.py").exists() else Path.cwd())
-        notebooks, data = expected_files(course, self.coursedir.assignment_id)
+        assignment = self.coursedir.assignment_id
+        notebooks, data = expected_files(course, assignment)
+        try:
+            received = received_time(src)
+        except OSError:
+            received = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
         for problem in copy_submission(src, dest, notebooks | data | {TIMESTAMP, SECRET}):
             self.log.warning("%s: %s", student, problem)
+        releases = Releases(course)
+        for name in sorted(notebooks):
+            path = Path(dest, name)
+            if path.is_file():
+                other = releases.owner(assignment, path.read_bytes())
+                if other:
+                    path.unlink()
+                    self.log.error("%s: refused %s: %s", student, name, releases.why(assignment, other))
+        if os.path.isdir(dest) and not any(Path(dest, n).is_file() for n in notebooks):
+            shutil.rmtree(dest)  # nothing to grade: no submission rather than a 0 nobody asked for
+            try:
+                os.rmdir(os.path.dirname(dest))  # the student's folder nbgrader made for it, when it holds nothing else
+            except OSError:
+                pass
+            self.log.error("%s: not collected: no notebook of %s in the submission", student, assignment)
+        elif os.path.isdir(dest):
+            for note in settle_time(Path(dest), received):
+                self.log.warning("%s: %s", student, note)
 
     @staticmethod
     def _owner_may_submit(owner: int, student: str) -> bool:
@@ -246,6 +373,49 @@ class SafeExchangeCollect(ExchangeCollect):
             return pwd.getpwnam(student).pw_uid == owner
         except (ImportError, KeyError):
             return False
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Whose notebook an upload is
+
+
+class Releases:
+    """The grade ids of every assignment's release, to recognise a notebook of another assignment: only ids that one
+    release alone has count (`intro`, `parameters`, `reflection_md` stand in every notebook)."""
+
+    def __init__(self, course: Course) -> None:
+        self.ids: dict[str, set[str]] = {}
+        for path in sorted(course.release.glob("*/*.ipynb")) if course.release.is_dir() else []:
+            self.ids.setdefault(path.parent.name, set()).update(_grade_ids(path.read_bytes()))
+        counts: dict[str, int] = {}
+        for ids in self.ids.values():
+            for gid in ids:
+                counts[gid] = counts.get(gid, 0) + 1
+        self.own = {a: {g for g in ids if counts[g] == 1} for a, ids in self.ids.items()}
+
+    def owner(self, assignment: str, notebook: bytes) -> str:
+        """The assignment a notebook uploaded for `assignment` belongs to when that is another one ('' otherwise:
+        it has a graded cell of `assignment`'s own, or none of anyone's)."""
+        ids = _grade_ids(notebook)
+        if ids & self.own.get(assignment, set()):
+            return ""
+        shared = {a: len(ids & own) for a, own in self.own.items() if a != assignment and ids & own}
+        return max(sorted(shared), key=lambda a: shared[a]) if shared else ""
+
+    def why(self, assignment: str, owner: str) -> str:
+        return (f"it is the notebook of {owner} (its graded cells are {owner}'s), not of {assignment}: the student "
+                f"must upload {assignment}'s notebook")
+
+
+def _grade_ids(notebook: bytes) -> set[str]:
+    """The nbgrader grade ids of a notebook's cells (none when it is no notebook)."""
+    try:
+        cells = json.loads(notebook).get("cells", [])
+        return {str(c["metadata"]["nbgrader"]["grade_id"]) for c in cells if isinstance(c, dict)
+                and isinstance(c.get("metadata"), dict) and isinstance(c["metadata"].get("nbgrader"), dict)
+                and "grade_id" in c["metadata"]["nbgrader"]}
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return set()
 
 
 class RefuseZipCollect(ExtractorPlugin):
@@ -312,7 +482,7 @@ def _claims(up: Upload, name: str, typed: str | None, strict: bool) -> bool:
     """Whether a file name that names a student (`typed`--FILE) may stand in `up`: never for another student when
     the name is all that says who the upload is from (`strict`: files named by hand); else the LMS has said, and the
     name only earns a note."""
-    if typed is None or typed == up.student:
+    if typed is None or typed.lower() == up.student.lower():  # ids match without case
         return True
     if strict:
         return False
@@ -404,10 +574,12 @@ class _Found:
     """The uploads of one download, each with the roster student it speaks for (or why it speaks for none)."""
 
     def __init__(self, course: Course, assignment: str, lms: str, problems: list[str], notes: list[str]) -> None:
-        self.lms, self.problems, self.notes = lms, problems, notes
+        self.lms, self.problems, self.notes, self.assignment = lms, problems, notes, assignment
         self.notebooks, self.data = expected_files(course, assignment)
-        self.identify = roster.identify(lms, roster.read_roster(course.gradebook), course.root / "downloaded" / assignment) \
+        self.roster = roster.read_roster(course.gradebook)
+        self.identify = roster.identify(lms, self.roster, course.root / "downloaded" / assignment) \
             if lms != "course" else None
+        self.releases = Releases(course)
         self.uploads: list[Upload] = []
 
     def student(self, named: Named, source: str) -> str | None:
@@ -416,7 +588,7 @@ class _Found:
             self.notes.append(f"{source}: not collected: Moodle's {named.plugin} (only uploaded files are graded)")
             return None
         if self.identify is None:
-            return named.key
+            return self._by_hand(named.key, source)
         student, why = self.identify(named.key, named.who)
         if why:
             self.problems.append(f"{source}: refused: {why}")
@@ -427,11 +599,33 @@ class _Found:
             return None
         return student
 
+    def _by_hand(self, key: str, source: str) -> str | None:
+        """The roster's id for STUDENT of STUDENT--FILE: ids match without case (`Bchen` is `bchen`)."""
+        if key in self.roster.ids or not self.roster.ids:
+            return key
+        same = roster.same_id(key, self.roster)
+        if len(same) == 1:
+            self.notes.append(f"{source}: collected as {same[0]}'s, the roster's id ({key!r} differs only in case)")
+            return same[0]
+        if same:
+            self.problems.append(f"{source}: refused: {key!r} is not in the roster; did you mean {' or '.join(same)}? "
+                                 "(rename the file, then collect again)")
+            return None
+        return key  # not in the roster: collected, with a note (roster.not_in_roster)
+
+    def append(self, up: Upload) -> None:
+        """Keep one upload, refusing a notebook of another assignment (its graded cells are that release's)."""
+        for name, content in up.files.items():
+            owner = self.releases.owner(self.assignment, content) if name.endswith(".ipynb") else ""
+            if owner:
+                up.problem, up.files = f"{name}: {self.releases.why(self.assignment, owner)}", {}
+                break
+        self.uploads.append(up)
+
     def add(self, path: Path, source: str, named: Named) -> None:
         student = self.student(named, source)
         if student is not None:
-            self.uploads.append(_upload(path, source, student, named, self.notebooks, self.data,
-                                        strict=self.lms == "course"))
+            self.append(_upload(path, source, student, named, self.notebooks, self.data, strict=self.lms == "course"))
 
 
 def collect_downloads(course: Course, assignment: str, *, lms: str = "course", force: bool = False,
@@ -454,8 +648,8 @@ def collect_downloads(course: Course, assignment: str, *, lms: str = "course", f
     found = _Found(course, assignment, lms, problems, notes)
     if found.identify is not None and not found.identify.roster.ids:
         return [], [f"no roster in {course.gradebook.name}: the {lms} download names students by {lms}'s ids, which only "
-                    "the roster maps to the course's students. Import it first (.venv/bin/nbgrader db student import "
-                    "roster.csv, columns id,first_name,last_name,email,lms_user_id), then collect again"]
+                    f"the roster maps to the course's students. Import it first ({roster.IMPORT}, columns "
+                    f"{','.join(roster.COLUMNS)}), then collect again"]
     if lms == "moodle" and found.identify is not None and (found.identify.worksheet_problem or
                                                            not found.identify.participants):
         return [], [f"no Moodle grading worksheet in downloaded/{assignment}/{roster.WORKSHEET}"
@@ -488,7 +682,7 @@ def collect_downloads(course: Course, assignment: str, *, lms: str = "course", f
             else:
                 by_student.setdefault(up.student, []).append(up)
         if lms == "course":
-            notes += roster.not_in_roster(by_student, roster.read_roster(course.gradebook))
+            notes += roster.not_in_roster(by_student, found.roster)
         for student, ups in sorted(by_student.items()):
             files: dict[str, bytes] = {}
             for up in ups:
@@ -523,7 +717,7 @@ def _folder(folder: Path, named: Named, found: _Found) -> None:
             if count > MAX_MEMBERS:
                 found.problems.append(f"{source}: refused ({student}): more than {MAX_MEMBERS} files")
                 return
-            found.uploads.append(_upload(path, f"archive/{path.relative_to(folder.parent)}", student,
+            found.append(_upload(path, f"archive/{path.relative_to(folder.parent)}", student,
                                          Named(named.key, name, named.who), found.notebooks, found.data, strict=False))
 
 
@@ -555,7 +749,7 @@ def _bulk(path: Path, scratch: Path, found: _Found) -> None:
                     if _copy_bounded(content, out, MAX_UPLOAD_BYTES) is None:
                         found.problems.append(f"{source}: refused ({student}): larger than declared")
                         continue
-                found.uploads.append(_upload(target, source, student, named, found.notebooks, found.data,
+                found.append(_upload(target, source, student, named, found.notebooks, found.data,
                                              strict=found.lms == "course"))
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, NotImplementedError) as e:
         found.problems.append(f"archive/{path.name}: refused: not a readable zip ({type(e).__name__})")

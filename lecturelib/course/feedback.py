@@ -8,6 +8,10 @@ preprocessors) keeps every cell's source and each test cell's verdict (which nev
 shows no output of a cell at or after the first test cell that holds a hidden check. `feedback` then reads every
 page it wrote for the hidden test lines and for the hidden inputs themselves (the literals in the expressions of
 hidden expect_* calls), and removes a page that shows one.
+
+A page is only for a submission whose every graded cell is graded: until a person has graded a written answer, its
+page would say "0.0 / 3.0" and a partial total, so `feedback` writes none and says which cells wait. An upload that
+is no notebook gets no page either, and the advice is the student's (hand in the notebook), not a regrade.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
@@ -32,6 +37,8 @@ STOPPED = "GradingStopped"  # preprocessors.STOPPED: the grader's note on a cell
 
 MIN_SECRET_CHARS = 20  # shorter hidden lines ("counted_matmul(") also stand in students' own code
 MIN_INPUT_CHARS = 4  # a hidden input shorter than this (2, 16, "x") also stands in any page
+UNGRADED = ("{where} not written: {cells} not graded by hand yet (its score would read 0 and the total would be "
+            "partial): grade it (make instructor: Nbgrader > Formgrader > Manual Grading), then run feedback again")
 HIDDEN_NOTE = ("[output not shown in feedback: this cell ran after the hidden checks of {gid}, and what it printed "
                "could show their inputs]")
 
@@ -41,12 +48,18 @@ def _plain(text: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())
 
 
+def _folded(source: str) -> str:
+    """A notebook's source as a page shows it (`_plain` of its HTML): the same text, whitespace folded. Source is not
+    HTML: a `<` in code starts no tag (`_plain` of it would drop what stands between `<` and the next `>`)."""
+    return " ".join(source.split())
+
+
 def hidden_lines(course: Course, assignment: str) -> set[str]:
     """Lines of the hidden test blocks that the student release does not show anywhere."""
     lines: set[str] = set()
     for master in course.source_notebooks(assignment):
         released = course.release / assignment / master.name
-        public = _plain("\n".join(c.source for c in read_notebook(released).cells)) if released.exists() else ""
+        public = _folded("\n".join(c.source for c in read_notebook(released).cells)) if released.exists() else ""
         for cell in read_notebook(master).cells:
             if not is_test_cell(cell):
                 continue
@@ -56,8 +69,8 @@ def hidden_lines(course: Course, assignment: str) -> set[str]:
                     inside = True
                 elif HIDDEN_MARKS[1] in line:
                     inside = False
-                elif inside and len(_plain(line)) >= MIN_SECRET_CHARS and _plain(line) not in public:
-                    lines.add(_plain(line))
+                elif inside and len(_folded(line)) >= MIN_SECRET_CHARS and _folded(line) not in public:
+                    lines.add(_folded(line))
     return lines
 
 
@@ -94,13 +107,28 @@ def unwritten(course: Course, assignment: str, students: list[str] | None = None
         graded = course.autograded / student / assignment / notebook.name
         page = (course.feedback / student / assignment / notebook.name).with_suffix(".html")
         where = f"feedback/{student}/{assignment}/{page.name}"
-        if not graded.is_file():
+        broken = "" if graded.is_file() else _not_a_notebook(notebook)
+        if broken:
+            problems.append(f"{where} not written: {student}'s upload submitted/{student}/{assignment}/{notebook.name} "
+                            f"is not a notebook ({broken}), so there is nothing to grade: the student must hand in the "
+                            f"notebook itself (the .ipynb file, JupyterLab: File > Download), which you then collect "
+                            f"again (--force) and autograde")
+        elif not graded.is_file():
             problems.append(f"{where} not written: {student}'s {assignment} is not autograded (no autograded/{student}/"
                             f"{assignment}/{notebook.name}); grade it with `python -m lecturelib.course autograde "
                             f"{assignment} --student {student}`, then run feedback again")
         elif not page.is_file() or page.stat().st_mtime < graded.stat().st_mtime:
             problems.append(f"{where} not written: nbgrader generate_feedback made no page for it")
     return problems
+
+
+def _not_a_notebook(path: Path) -> str:
+    """Why a submitted file is no notebook ('' when it is one)."""
+    try:
+        nbformat.validate(nbformat.read(str(path), as_version=4))
+    except Exception as e:  # noqa: BLE001 - any unreadable file: whatever the reason, it says why
+        return (str(e).splitlines()[0][:120] if str(e) else type(e).__name__) or type(e).__name__
+    return ""
 
 
 def local_mathjax(course: Course) -> None:
@@ -115,8 +143,11 @@ def local_mathjax(course: Course) -> None:
 
 
 def feedback(course: Course, assignments: list[str], students: list[str] | None = None) -> list[str]:
-    """Generate feedback for every autograded submission (of `students`, if given); return problems: a leak, and
-    every submitted notebook that got no page."""
+    """Generate feedback for every autograded submission (of `students`, if given) whose every graded cell is
+    graded; return problems: a submission with a written answer not graded yet (no page), a leak, and every
+    submitted notebook that got no page."""
+    from lecturelib.course.grades import waiting
+
     problems = []
     for assignment in assignments:
         for student in students if students is not None else [None]:
@@ -131,7 +162,15 @@ def feedback(course: Course, assignments: list[str], students: list[str] | None 
         secret, inputs = hidden_lines(course, assignment), hidden_inputs(course, assignment)
         graders = reference_chunks(course.source_notebooks(assignment))  # the written answers' references
         pages = sorted(course.feedback.glob(f"*/{assignment}/*.html"))
+        ungraded, said = waiting(course, assignment), set()
         for page in [p for p in pages if students is None or p.parent.parent.name in students]:
+            cells = ungraded.get((page.parent.parent.name, page.stem))
+            if cells:  # a page would say "0.0 / 3.0" for an answer nobody graded, and a partial total
+                page.unlink()
+                said.add(str(page.relative_to(course.root)))
+                problems.append(UNGRADED.format(where=page.relative_to(course.root), cells=", ".join(
+                    f"{cell} ({points:g} point{'s' if points != 1 else ''})" for cell, points in cells)))
+                continue
             raw = page.read_text(encoding="utf-8", errors="replace")
             what = leak(raw, secret, inputs)
             if what:
@@ -146,8 +185,8 @@ def feedback(course: Course, assignments: list[str], students: list[str] | None 
                 page.unlink()
                 problems.append(f"{page.relative_to(course.root)} showed the graders' reference ({shown[0][:60]}); "
                                 "removed")
-        leaked = {p.split(" showed ", 1)[0] for p in problems}  # removed pages: said already
-        problems += [p for p in unwritten(course, assignment, students) if p.split(" not written", 1)[0] not in leaked]
+        said |= {p.split(" showed ", 1)[0] for p in problems}  # removed pages: said already
+        problems += [p for p in unwritten(course, assignment, students) if p.split(" not written", 1)[0] not in said]
     return problems
 
 

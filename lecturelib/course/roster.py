@@ -16,6 +16,13 @@ that the student cannot choose:
 An id the roster does not have is refused, naming the id and how to add the student: a submission is never filed
 under an id that Formgrader and the Canvas export would not know.
 
+The roster comes in with `python -m lecturelib.course roster roster.csv` (`import_roster`): a CSV as any spreadsheet
+saves it (a UTF-8 byte-order mark, CRLF, `;` between columns), every row checked before anything is written. Ids and
+LMS ids are plain (letters, digits and . _ @ + -); names and emails are text, never markup: nbgrader's manual grading
+page prints names into its HTML as they are. Whatever else writes students (plain `nbgrader db student import|add`,
+Formgrader's Manage Students), `guard_gradebook` (which nbgrader_config.py installs in every nbgrader process) keeps
+the same rules, and `EscapeNames` escapes the names that page shows, whatever the gradebook holds.
+
 Submission times: neither download carries them (Canvas's `LATE_` says late, not when).
 `downloaded/NN_topic/timestamps.csv` (`student,timestamp`: the roster id, and the time as the LMS shows it, e.g.
 `ann,2026-12-01 18:05:00 UTC`) gives them; `collect` writes each into the submission's `timestamp.txt`, where
@@ -25,15 +32,50 @@ nbgrader reads it (Formgrader's timestamp, the late penalty, `course grades`' "l
 from __future__ import annotations
 
 import csv
+import html
+import io
 import re
 import sqlite3
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+from nbconvert.preprocessors import Preprocessor
+from nbformat.notebooknode import NotebookNode
+from traitlets import Bool
 
 WORKSHEET = "worksheet.csv"  # Moodle's grading worksheet of the assignment, in downloaded/NN_topic/
 TIMES = "timestamps.csv"  # the submission times, in downloaded/NN_topic/
 ADD = ".venv/bin/nbgrader db student add"
+IMPORT = ".venv/bin/python -m lecturelib.course roster roster.csv"
+COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")  # nbgrader's Student, as its import reads them
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")  # no markup, no path, no "--": safe in a page and a path
+LMS_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")  # Canvas's user id (digits) or an SIS id: never a formula
+# What a name or email may not hold, and its inert look-alike: markup (nbgrader's manual grading page prints names
+# into its HTML as they are), quotes (an attribute or a script string would end there), backslashes.
+MARKUP = {"<": "\uff1c", ">": "\uff1e", "&": "\uff06", '"': "\uff02", "`": "\uff40", "\\": "\uff3c"}
+SAVE_AS = "save it from the spreadsheet as CSV UTF-8 (Excel: File > Save As > CSV UTF-8 (Comma delimited))"
+
+
+def valid_student(name: str) -> bool:
+    """Whether `name` is a plain student id: safe as a folder name, in a page, in a script string, in a URL."""
+    return STUDENT_ID.fullmatch(name) is not None and "--" not in name
+
+
+def text_problem(value: str) -> str:
+    """Why a name or email cannot be shown as it is ('' when it can): markup, quotes, control characters."""
+    bad = sorted({c for c in value if c in MARKUP or not (c.isprintable() or c.isspace())})
+    return f"holds {', '.join(repr(c) for c in bad)} (names are text, never markup)" if bad else ""
+
+
+def plain_text(value: str) -> str:
+    """`value` as inert text: whitespace folded, markup characters replaced by their full-width look-alikes, other
+    control characters dropped."""
+    folded = " ".join(value.split())
+    return "".join(MARKUP.get(c, c) for c in folded if c.isprintable())
 
 
 @dataclass
@@ -149,7 +191,7 @@ class Identify:
         if found:
             return "", f"the roster gives {what} to {len(found)} students ({', '.join(sorted(found))}): fix its {column}"
         return "", (f"{what} is not in the roster: add the student ({ADD} ID --first-name=... --last-name=... {option}, "
-                    f"or import the roster again with that {column}), then collect again")
+                    f"or import the roster again with that {column}: {IMPORT}), then collect again")
 
 
 def identify(lms: str, roster: Roster, downloaded: Path) -> Identify:
@@ -163,5 +205,164 @@ def not_in_roster(students: Iterable[str], roster: Roster) -> list[str]:
     if not roster.ids:
         return []
     return [f"{s}: not in the roster: Formgrader will show no name and `course grades` no Canvas ID ({ADD} {s} "
-            "--first-name=... --last-name=... --lms-user-id=..., or import the roster)" for s in sorted(students)
+            f"--first-name=... --last-name=... --lms-user-id=..., or import the roster: {IMPORT})" for s in sorted(students)
             if s not in roster.ids]
+
+
+def same_id(key: str, roster: Roster) -> list[str]:
+    """The roster's ids that are `key` but for case (a student who typed `Bchen` for `bchen`)."""
+    return sorted(i for i in roster.ids if i.lower() == key.lower())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The roster CSV: python -m lecturelib.course roster roster.csv
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One student of a roster CSV, checked: `line` is where it stands in the file."""
+
+    line: int
+    id: str
+    first_name: str | None = None
+    last_name: str | None = None
+    email: str | None = None
+    lms_user_id: str | None = None
+
+
+def read_roster_csv(path: Path) -> tuple[list[Entry], list[str]]:
+    """The students of a roster CSV (as a spreadsheet saves it: a byte-order mark, CRLF line ends, `;` between
+    columns, headers in any case); and one line per problem, which refuses the file."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as e:
+        return [], [f"{path}: cannot be read ({e.strerror})"]
+    except UnicodeDecodeError:
+        return [], [f"{path.name}: not UTF-8 text: {SAVE_AS}"]
+    header_line = text.split("\n", 1)[0]
+    delimiter = ";" if header_line.count(";") > header_line.count(",") else ","  # Excel's CSV where "," is decimal
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) if any(c.strip() for c in r)]
+    except csv.Error as e:
+        return [], [f"{path.name}: not a readable CSV ({e}): {SAVE_AS}"]
+    if not rows:
+        return [], [f"{path.name}: empty: a header `{','.join(COLUMNS)}` and a row a student"]
+    header = [h.strip().lower().replace(" ", "_") for h in rows[0]]
+    unknown = [h for h in header if h not in COLUMNS]
+    if unknown or "id" not in header or len(set(header)) != len(header):
+        return [], [f"{path.name}: its header is {','.join(rows[0])!r}; a roster's columns are {','.join(COLUMNS)} "
+                    "(id required, each once)" + (f" ({unknown[0]!r} is none of them)" if unknown else "")]
+    entries, problems = [], []
+    seen: dict[str, dict[str, int]] = {c: {} for c in ("id", "email", "lms_user_id")}
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) > len(header):
+            problems.append(f"{path.name} line {number}: {len(row)} cells for {len(header)} columns (a comma in a name? "
+                            "quote the cell)")
+            continue
+        cells = {h: " ".join(v.split()) for h, v in zip(header, row)}
+        why = _entry_problem(cells)
+        for column, key in (("id", cells.get("id", "").lower()), ("email", cells.get("email", "").lower()),
+                            ("lms_user_id", cells.get("lms_user_id", ""))):
+            if key and key in seen[column]:
+                why = why or (f"{column} {cells[column]!r} is also on line {seen[column][key]}"
+                              + (" (ids match without case)" if column == "id" else ""))
+            seen[column].setdefault(key, number)
+        if why:
+            problems.append(f"{path.name} line {number}: {why}")
+        else:
+            entries.append(Entry(number, cells["id"], *(cells.get(c) or None for c in COLUMNS[1:])))
+    return entries, problems
+
+
+def _entry_problem(cells: dict[str, str]) -> str:
+    """Why one roster row cannot be imported ('' when it can)."""
+    sid = cells.get("id", "")
+    if not valid_student(sid):
+        return (f"id {sid!r} is not a student id: letters, digits and . _ @ + - (no space, no `--`), starting with a "
+                "letter or digit" if sid else "no id")
+    for column in ("first_name", "last_name", "email"):
+        why = text_problem(cells.get(column, ""))
+        if why:
+            return f"{column} {cells[column]!r} {why}"
+    email = cells.get("email", "")
+    if email and (" " in email or email.count("@") != 1):
+        return f"email {email!r} is not one address"
+    lms = cells.get("lms_user_id", "")
+    if lms and not LMS_ID.fullmatch(lms):
+        return f"lms_user_id {lms!r} is not an id (Canvas's user id is a number)"
+    return ""
+
+
+def import_roster(gradebook: Path, path: Path) -> tuple[list[str], list[str]]:
+    """Import a roster CSV into the gradebook (students added or updated, none removed): (what was done, problems).
+    Nothing is written unless every row is sound."""
+    from nbgrader.api import Gradebook
+
+    entries, problems = read_roster_csv(path)
+    held = read_roster(gradebook)
+    known, listed = held.ids, {e.id for e in entries}
+    for e in entries:
+        other = [i for i in same_id(e.id, held) if i != e.id]
+        if other and e.id not in known:
+            problems.append(f"{path.name} line {e.line}: id {e.id!r} differs only in case from {other[0]!r}, already in "
+                            f"the gradebook (ids match without case): write {other[0]!r}")
+        for column, value, index in (("lms_user_id", e.lms_user_id, held.by_lms_user_id),
+                                     ("email", (e.email or "").lower(), held.by_email)):
+            holders = [i for i in index.get(value or "", []) if i not in listed]
+            if value and holders:  # collect would no longer know whose upload it is
+                problems.append(f"{path.name} line {e.line}: {column} {value!r} is {holders[0]}'s in the gradebook")
+    if problems:
+        return [], problems + [f"nothing imported: correct {path.name}, then import it again"]
+    guard_gradebook()
+    with Gradebook(f"sqlite:///{gradebook}?timeout=120") as gb:
+        for e in entries:
+            gb.update_or_create_student(e.id, first_name=e.first_name, last_name=e.last_name, email=e.email,
+                                        lms_user_id=e.lms_user_id)
+    new = sum(e.id not in known for e in entries)
+    return [f"imported {len(entries)} student{'s' if len(entries) != 1 else ''} from {path.name} into "
+            f"{gradebook.name} ({new} new, {len(entries) - new} updated)"], []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every other way a student reaches the gradebook, and the page that prints names
+
+
+def guard_gradebook() -> None:
+    """In this process, make every write of a student into a gradebook keep the roster's rules: an id or LMS id
+    that is not plain is refused (ValueError), a name or email holding markup is stored as inert text, and said so.
+    nbgrader_config.py calls it, so it holds in every nbgrader command and in Formgrader (Manage Students)."""
+    from nbgrader.api import Student
+    from sqlalchemy import event
+
+    for when in ("before_insert", "before_update"):
+        if not event.contains(Student, when, _guard_student):
+            event.listen(Student, when, _guard_student)
+
+
+def _guard_student(mapper: Any, connection: Any, student: Any) -> None:  # noqa: ARG001 - SQLAlchemy's signature
+    if not valid_student(str(student.id)):
+        raise ValueError(f"student id {student.id!r} refused: letters, digits and . _ @ + - only (it is shown in "
+                         f"Formgrader's pages and used as a folder name); import rosters with `{IMPORT}`")
+    if student.lms_user_id and not LMS_ID.fullmatch(str(student.lms_user_id)):
+        raise ValueError(f"student {student.id}: lms_user_id {student.lms_user_id!r} refused: not an id (Canvas's user "
+                         "id is a number)")
+    for column in ("first_name", "last_name", "email"):
+        value = getattr(student, column)
+        if value and text_problem(value):
+            setattr(student, column, plain_text(value))
+            print(f"student {student.id}: {column} {value!r} {text_problem(value)}: stored as "
+                  f"{getattr(student, column)!r}", file=sys.stderr)
+
+
+class EscapeNames(Preprocessor):
+    """Formgrader's manual grading page (its HTMLExporter, c.HTMLExporter.preprocessors in nbgrader_config.py): the
+    student's id and names as text. nbgrader's formgrade template prints them into the page's HTML as they are."""
+
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        for key in ("student", "first_name", "last_name"):
+            value = resources.get(key)
+            if isinstance(value, str) and not isinstance(value, Markup):
+                resources[key] = Markup(html.escape(value))  # Markup: a template that escapes leaves it as it is
+        return nb, resources

@@ -6,7 +6,8 @@ inside one (`bwrap`):
 
 * the system (/usr, a few files of /etc), the Python install, the venv and `lecturelib` read-only; nothing
   else of the machine: not the course root, `source/`, the gradebook, other submissions or the grader's HOME;
-  /proc is the sandbox's own, with /proc/sys read-only, and /sys is read-only;
+  /proc is the sandbox's own, with /proc/sys read-only, and /sys is read-only, the machine's network interfaces
+  hidden (`net_folders`); its oom_score_adj is OOM_SCORE_ADJ, which a kernel cannot lower below the grader's;
 * an empty HOME, /tmp and /dev/shm of its own (memory-backed, size-limited), a working folder holding
   copies of the assignment's data files, and a small memory-backed folder for its IPC sockets (RUN), which
   the grader reaches through /proc/PID/root: the kernel may write to no folder of the machine at all;
@@ -280,6 +281,8 @@ def command(config: Config, argv: list[str], *, writable: tuple[str, ...] | list
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/pressure", "/proc/pressure",
              "--dev", "/dev", "--ro-bind-try", "/sys", "/sys",
              *_gpu()]
+    for folder in net_folders():  # the machine's network interfaces: an empty, read-only folder over each list
+        args += _tmpfs(folder, config, "0555", size=4096) + ["--remount-ro", folder]
     args += _tmpfs("/tmp", config, "1777") + _tmpfs("/dev/shm", config, "1777") + _tmpfs(HOME, config, "0700")
     args += _tmpfs(RUN, config, "0700", size=RUN_BYTES)
     # after the tmpfs mounts: a course cloned under /tmp keeps its venv visible
@@ -302,6 +305,18 @@ def command(config: Config, argv: list[str], *, writable: tuple[str, ...] | list
     return [*args, "--", *_as_kernel_user(config, argv)]
 
 
+def net_folders() -> list[str]:
+    """The folders of /sys that list the machine's network interfaces: /sys/class/net and the `net` folder of every
+    device behind it (/sys/devices/virtual/net, a NIC's .../net). The sandbox's network namespace has only its own
+    loopback; these would name the machine's interfaces (and their addresses, statistics)."""
+    try:
+        names = os.listdir("/sys/class/net")
+    except OSError:
+        return []
+    devices = {os.path.dirname(os.path.realpath(os.path.join("/sys/class/net", n))) for n in names}
+    return ["/sys/class/net", *sorted(d for d in devices if d.startswith("/sys/") and os.path.isdir(d))]
+
+
 def _etc_files(config: Config) -> dict[str, int]:
     """The sandbox's /etc/passwd and /etc/group (one line each, naming its user), copied in by bwrap."""
     return {f"/etc/{name}": _pipe_with(Path(config.etc, name).read_bytes()) for name in ("passwd", "group")}
@@ -317,7 +332,19 @@ def _folders_above(config: Config, paths: list[str]) -> list[str]:
     return [a for folder in above for a in ("--perms", "0755", "--dir", folder)]
 
 
+OOM_SCORE_ADJ = 1000  # the sandbox is the first the kernel's OOM killer ends, never the grader or the machine
+
+
 def _set_limits(limits: Limits) -> None:
+    # Raised before bwrap starts, and inherited by everything in the sandbox. A root grader writes it with
+    # CAP_SYS_RESOURCE, which also sets the floor (oom_score_adj_min): the kernel, without that capability, can then
+    # write only OOM_SCORE_ADJ itself, never lower. An ordinary grader cannot set the floor: a kernel may lower it
+    # back to the grader's own value, never below it (only CAP_SYS_RESOURCE lowers it past the floor).
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(OOM_SCORE_ADJ))
+    except OSError:
+        pass
     for what, value in ((resource.RLIMIT_DATA, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_s),
                         (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_CORE, 0)):
         if value:

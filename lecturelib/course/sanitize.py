@@ -5,7 +5,8 @@ Formgrader's manual grading and the feedback pages render autograded notebooks a
 every grade and run code outside any sandbox). Everything a submission controls is therefore cleaned twice:
 
 * at grading time (`SanitizeNotebook`, after the checks are judged): outputs keep only passive types (text,
-  PNG/JPEG/GIF images, cleaned HTML and Markdown, LaTeX without link macros, SVG without script); JavaScript,
+  PNG/JPEG/GIF images, cleaned HTML and Markdown, LaTeX without link macros, SVG without script or links
+  out of it, character references decoded before the check: `active_svg`); JavaScript,
   widget views and every other active type are dropped with a note; output metadata keeps image sizes only;
   widget state goes; student Markdown that renders to anything `clean_html` would change is replaced by its
   cleaned rendering; raw cells lose the MIME type that would make nbconvert paste them into the page;
@@ -41,8 +42,9 @@ BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
 # MathJax macros that make links or attach HTML attributes: shown as text instead
 MATHJAX_MACROS = re.compile(r"\\(href|url|class|cssId|style|unicode|require|data|html|mmlToken)\b")
-SVG_ACTIVE = re.compile(r"<\s*script|\bon[a-z]+\s*=|javascript:|<\s*foreignObject|<\s*(iframe|embed|object)\b|xlink:href\s*=\s*[\"']?\s*(?!#|data:image)",
-                        re.IGNORECASE)
+SVG_ACTIVE = re.compile(r"<\s*script|\bon[a-z]+\s*=|javascript:|<\s*foreignObject|<\s*(iframe|embed|object)\b|"
+                        r"<!ENTITY|\bhref\s*=\s*(?![\"']?\s*(#|data:image/(png|jpeg|gif)[;,]))", re.IGNORECASE)
+URL_BLANKS = re.compile(r"[\x00-\x20]+")  # what a browser drops inside a URL's scheme ("java\tscript:")
 DROPPED_NOTE = "[output removed by the grader: {types} can run script in a browser]"
 
 
@@ -121,6 +123,15 @@ def clean_markdown(source: str) -> str:
     return f"<div>{cleaned}</div>"
 
 
+def active_svg(svg: str) -> bool:
+    """Whether an SVG could run script or navigate where it is shown: script, event handlers, foreign content, a link
+    anywhere but inside itself or to a data image, or a `javascript:` URL, checked on the text as a browser reads it
+    (character references decoded, `&#106;avascript:`; blanks inside a scheme dropped); entities it declares itself
+    (`<!ENTITY`) are refused outright."""
+    decoded = unescape(svg)
+    return any(SVG_ACTIVE.search(text) for text in (svg, decoded)) or "javascript:" in URL_BLANKS.sub("", decoded).lower()
+
+
 def clean_output(output: NotebookNode) -> NotebookNode:
     """One output with only passive content (see the module)."""
     if output.get("output_type") not in ("display_data", "execute_result"):
@@ -139,7 +150,7 @@ def clean_output(output: NotebookNode) -> NotebookNode:
             data[mime] = clean_markdown(text)
         elif mime == "text/latex" and isinstance(text, str):
             data[mime] = _neutral_math(text)
-        elif mime == "image/svg+xml" and isinstance(text, str) and not SVG_ACTIVE.search(text):
+        elif mime == "image/svg+xml" and isinstance(text, str) and not active_svg(text):
             data[mime] = text
         elif mime == "application/json" and isinstance(value, (dict, list)):
             data[mime] = value

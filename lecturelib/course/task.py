@@ -16,8 +16,10 @@ and only in the sandbox unless the instructor said --no-sandbox: otherwise it re
 from __future__ import annotations
 
 import atexit
+import base64
 import ctypes
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -31,7 +33,7 @@ import threading
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 from nbgrader.converters import Autograde
+import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import (
     NbGraderPreprocessor,
@@ -49,7 +52,6 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
     SaveCells,
 )
-from nbgrader.utils import parse_utc
 from traitlets.config import Config as TraitletsConfig
 from traitlets.config.loader import PyFileConfigLoader
 from traitlets.utils.importstring import import_item
@@ -57,9 +59,9 @@ from traitlets.utils.importstring import import_item
 import lecturelib
 from lecturelib.course import sandbox
 from lecturelib.course.guard import file_hash, regular_files
-from lecturelib.course.layout import Course, find_root, nbgrader_env, read_notebook
+from lecturelib.course.layout import Course, find_root, nbgrader_env, nbgrader_meta, read_notebook
 from lecturelib.course.preprocessors import SANDBOX_ENV
-from lecturelib.course.run import PRIVATE_PREFIX, read_log, thread_env
+from lecturelib.course.run import PRIVATE_PREFIX, read_log, short_folder, short_multiprocessing_folder, thread_env
 from lecturelib.runmode import QUICK_ENV
 
 # The preprocessors that write the gradebook run in the coordinator, on the notebook a worker returns; those that
@@ -126,6 +128,37 @@ class Result:
     timings: dict[str, float] = field(default_factory=dict)  # seconds of each part, as the grading process saw them
     seconds: float = 0.0
     worker: str = ""  # host:pid
+
+    def to_data(self) -> bytes:
+        """This Result as JSON (files in base64): what a Dask worker returns, plain data the coordinator checks."""
+        fields = asdict(self)
+        fields["files"] = {rel: base64.b64encode(data).decode() for rel, data in self.files.items()}
+        return json.dumps(fields).encode()
+
+    @classmethod
+    def from_data(cls, data: object, task: Task) -> Result:
+        """A worker's answer to `task` (`to_data`'s JSON) as a Result; ValueError unless it is exactly that, with
+        Result's fields and types, for the task's student and assignment. Nothing of it is ever run or imported."""
+        if not isinstance(data, bytes):
+            raise ValueError(f"a worker returned {type(data).__name__}, not a result's JSON")
+        fields = json.loads(data)
+        kinds: dict[str, type | tuple[type, ...]] = {"student": str, "assignment": str, "graded": bool, "files": dict, "notebooks": list, "problems": list,
+                 "notes": list, "refused": str, "log": str, "timings": dict, "seconds": (int, float), "worker": str}
+        if not isinstance(fields, dict) or set(fields) != set(kinds):
+            raise ValueError("a worker returned a result whose fields are not a Result's")
+        for name, kind in kinds.items():
+            if not isinstance(fields[name], kind):
+                raise ValueError(f"a worker returned a result whose {name} is {type(fields[name]).__name__}")
+        strings = [*fields["files"], *fields["files"].values(), *fields["notebooks"], *fields["problems"],
+                   *fields["notes"], *fields["timings"]]
+        if not all(isinstance(x, str) for x in strings) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in fields["timings"].values()):
+            raise ValueError("a worker returned a result with a value of the wrong type")
+        if (fields["student"], fields["assignment"]) != (task.student, task.assignment):
+            raise ValueError(f"a worker returned the result of {fields['student']}/{fields['assignment']} for "
+                             f"{task.student}/{task.assignment}")
+        fields["files"] = {rel: base64.b64decode(text, validate=True) for rel, text in fields["files"].items()}
+        return cls(**fields)
 
 
 def course_version(root: Path) -> str:
@@ -211,7 +244,7 @@ class _Host:
         """A new private folder for one grading (its throwaway course, TMPDIR, sandbox state), short: kernel sockets."""
         with self.lock:
             if self.private is None:
-                self.private = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
+                self.private = short_folder(f"{PRIVATE_PREFIX}{os.getpid()}-")
                 atexit.register(shutil.rmtree, self.private, True)
             self.count += 1
             folder = self.private / f"s{self.count}"
@@ -241,6 +274,7 @@ class _Host:
         """Fork a grading process for `spec` from the preloaded server; (process, the end its status arrives on)."""
         with self.lock:
             if self.context is None:
+                short_multiprocessing_folder()  # the forkserver's socket: not under a long TMPDIR
                 self.context = multiprocessing.get_context("forkserver")
                 self.context.set_forkserver_preload(PRELOAD)
             if multiprocessing.current_process().daemon:  # a Dask worker under a nanny: its grading processes die
@@ -372,6 +406,11 @@ def grade(task: Task, kit: Kit) -> Result:
     out.seconds = time.perf_counter() - start
     out.timings["total"] = out.seconds
     return out
+
+
+def grade_data(task: Task, kit: Kit) -> bytes:
+    """`grade` as a Dask worker runs it: the Result as plain data (`Result.to_data`), never an object to unpickle."""
+    return grade(task, kit).to_data()
 
 
 def _run(spec: dict[str, Any], timeout_s: float, out: Result) -> dict[str, Any]:
@@ -578,28 +617,36 @@ def _safe_path(base: Path, rel: str) -> Path:
     return target
 
 
-def save(course: Course, result: Result) -> None:
+def save(course: Course, result: Result) -> list[str]:
     """Write one graded submission into the course, in the coordinator only: its autograded/ folder (replaced, as
     `nbgrader autograde --force` replaces it) and its scores in the gradebook (the preprocessors of the course's
     config that write it: SaveAutoGrades, AssignLatePenalties), with the submission's timestamp.txt as nbgrader reads
     it. A submission that could not be graded leaves no autograded/ folder (as nbgrader leaves none); one that a
-    worker refused or lost is not saved at all: its earlier grades stay until it is graded."""
+    worker refused or lost is not saved at all: its earlier grades stay until it is graded. Returns notes: a
+    timestamp.txt that is no time is not used (the submission then has none), and said so."""
+    from lecturelib.course.collect import TIMESTAMP, read_time
+
     dest = course.autograded / result.student / result.assignment
     if dest.is_symlink():
         dest.unlink()
     shutil.rmtree(dest, ignore_errors=True)
     if not result.graded:
-        return
+        return []
     for rel, data in result.files.items():
         target = _safe_path(dest, rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     db_url = f"sqlite:///{course.gradebook}?timeout=120"
-    stamp_file = course.submitted / result.student / result.assignment / "timestamp.txt"
-    stamp = stamp_file.read_text().strip() if stamp_file.is_file() else ""
+    stamp_file = course.submitted / result.student / result.assignment / TIMESTAMP
+    stamp = ""
+    if stamp_file.is_file() and not stamp_file.is_symlink():  # written by the student's process in the exchange flow
+        with open(stamp_file, "rb") as f:
+            stamp = f.read(256).decode("utf-8", errors="replace").strip()
+    timestamp = read_time(stamp) if stamp else None
+    notes = [f"{TIMESTAMP} read {stamp[:60]!r}, which is no time: graded with no submission time (so "
+             "not late): collect it again, or correct timestamp.txt"] if stamp and timestamp is None else []
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
         warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush notices, as in `nbgrader autograde`
-        timestamp = parse_utc(stamp) if stamp else None
         if timestamp:
             gb.update_or_create_submission(result.assignment, result.student, timestamp=timestamp)
         else:
@@ -621,8 +668,59 @@ def save(course: Course, result: Result) -> None:
         path = dest / f"{name}.ipynb"
         output, _ = exporter.from_filename(str(path), resources=resources)
         path.write_text(str(output), encoding="utf-8")  # the notebook's JSON text
+    return notes
 
 
 def sandbox_unavailable() -> str | None:
     """Why this worker cannot sandbox kernels (None when it can)."""
     return _HOST.sandbox_unavailable()
+
+
+# -- the coordinator's check of a worker's answer --------------------------------------------------------------------
+
+def answer_cells(nb: NotebookNode) -> dict[str, tuple[str, str]]:
+    """grade_id -> (cell type, source) of every answer cell (nbgrader `solution`) of `nb`; graders' reference cells
+    (AddReference's) are not answers."""
+    from lecturelib.course.reference import MARK
+
+    return {meta["grade_id"]: (cell.cell_type, cell.source) for cell in nb.cells
+            if not cell.get("metadata", {}).get(MARK) and (meta := nbgrader_meta(cell)).get("solution")
+            and meta.get("grade_id")}
+
+
+def expected_answers(config: TraitletsConfig, task: Task, name: str) -> dict[str, tuple[str, str]]:
+    """The answer cells grading must leave in notebook `name` of `task`'s submission: its own, after the course's
+    sanitize preprocessors (duplicates, restored cells) and, where the course cleans them (SanitizeNotebook), with
+    Markdown made inert as grading makes it. Reads the release that `config`'s paths name (the coordinator's)."""
+    from lecturelib.course.preprocessors import SanitizeNotebook
+
+    sanitize, worker, _ = preprocessor_lists(config)
+    nb = nbformat.reads(task.files[f"{name}.ipynb"].decode("utf-8"), as_version=4)
+    resources = {"unique_key": name, "nbgrader": {"student": task.student, "assignment": task.assignment,
+                                                  "notebook": name, "db_url": ""}}
+    exporter = NotebookExporter(config=config)
+    for p in [p for p in sanitize if p is not ReleaseKernelspec] + [p for p in worker if p is SanitizeNotebook]:
+        exporter.register_preprocessor(p)
+    nb, _ = exporter.from_notebook_node(nb, resources=resources)
+    return answer_cells(nbformat.reads(nb, as_version=4))
+
+
+def not_the_submission(task: Task, result: Result, config: TraitletsConfig, release: list[str]) -> str:
+    """Why a worker's `result` is not the grading of `task`'s submission ('' when it is): it must grade exactly the
+    submitted notebooks of the `release`'s, and return in each the answer cells that the submission holds."""
+    if not result.graded:
+        return ""
+    submitted = sorted(n for n in release if f"{n}.ipynb" in task.files)
+    if sorted(result.notebooks) != submitted or sorted(p for p in result.files if p.endswith(".ipynb")) != \
+            [f"{n}.ipynb" for n in submitted]:
+        return f"it returned notebooks {sorted(result.notebooks)} for the submitted {submitted}"
+    for name in submitted:
+        try:
+            got = answer_cells(nbformat.reads(result.files[f"{name}.ipynb"].decode("utf-8"), as_version=4))
+        except Exception as e:  # noqa: BLE001 - whatever a worker sends is data: an unreadable notebook is refused
+            return f"its {name}.ipynb is not a notebook ({type(e).__name__})"
+        expected = expected_answers(config, task, name)
+        differ = sorted(g for g in expected.keys() | got.keys() if expected.get(g) != got.get(g))
+        if differ:
+            return f"the answer cells {', '.join(differ[:3])} of its {name}.ipynb are not the submission's"
+    return ""

@@ -3,7 +3,13 @@
 from wrong_answers import Wrong
 
 WRONG = [
-    Wrong(cell="ex2_4", label="the lecture's calculator: the first dim taken as the number of tokens", source='''
+    Wrong(cell="ex2_1", label="a closed form: the counts from the formula, the product from a @ b", source='''
+def counted_matmul(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+    """A @ B, and how many multiplies and how many adds computing it took."""
+    (m, k), (_, n) = A.shape, B.shape
+    return A @ B, (m * k * n, m * n * (k - 1))
+''', teaches="the counts you report are not the multiplies and adds your loop did"),
+    Wrong(cell="ex2_2", label="the lecture's calculator: the first dim taken as the number of tokens", source='''
 import math
 from collections.abc import Sequence
 
@@ -12,39 +18,37 @@ def linear_flops(input_shape: Sequence[int], d_out: int) -> int:
     """Forward FLOPs of nn.Linear."""
     tokens, d_in = input_shape[0], input_shape[-1]
     return 2 * tokens * d_in * d_out
-'''),
-]
+''', teaches="every leading dim is rows: they all multiply into the tokens"),
+    Wrong(cell="ex2_3", label="a skipped step: the backward's weight gradient only", source='''
+import math
+from collections.abc import Sequence
 
-WRONG += [
-    Wrong(cell="ex2_7", label="an off-by-one tile edge: ceil(size / tile) written as (size - 1) // tile", source='''
+
+def linear_train_flops(input_shape: Sequence[int], d_out: int) -> int:
+    """Forward + backward FLOPs of nn.Linear(input_shape[-1], d_out), gradients of input and weight."""
+    *leading, d_in = input_shape
+    forward = 2 * math.prod(leading) * d_in * d_out
+    return 2 * forward
+''', teaches="the backward is two matmuls of the forward's size: one per gradient, input and weight"),
+    Wrong(cell="ex2_4", label="a closed form: the product computed whole (broadcast, no matmul), the count from the formula",
+          source='''
+import math
+
 import torch
 
 
 def tiled_matmul(a: torch.Tensor, b: torch.Tensor, tile: int) -> tuple[torch.Tensor, int]:
-    """C = a @ b computed one output tile at a time, with the elements moved between slow and fast memory."""
+    """a @ b, and the elements that computing it one output tile at a time moves between slow and fast memory."""
     (m, k), (_, n) = a.shape, b.shape
-    c = torch.zeros(m, n, dtype=a.dtype)
-    moved = 0
-    for ti in range((m - 1) // tile):  # the number of tiles, one short: ceil(m / tile) is (m - 1) // tile + 1
-        i0, i1 = ti * tile, min((ti + 1) * tile, m)
-        for tj in range((n - 1) // tile):
-            j0, j1 = tj * tile, min((tj + 1) * tile, n)
-            acc = torch.zeros(i1 - i0, j1 - j0, dtype=a.dtype)
-            for tp in range((k - 1) // tile):
-                p0, p1 = tp * tile, min((tp + 1) * tile, k)
-                a_tile, b_tile = a[i0:i1, p0:p1], b[p0:p1, j0:j1]
-                moved += a_tile.numel() + b_tile.numel()
-                acc += a_tile @ b_tile
-            c[i0:i1, j0:j1] = acc
-            moved += acc.numel()
-    return c, moved
-'''),
-    Wrong(cell="ex2_7", label="every load counted as a full tile × tile, edge tiles included", source='''
+    c = (a[:, :, None] * b[None, :, :]).sum(dim=1)  # every product at once: no matmul operator runs
+    return c, m * k * math.ceil(n / tile) + k * n * math.ceil(m / tile) + m * n
+''', teaches="the loads you counted are not the elements your function read from a and b, tile by tile"),
+    Wrong(cell="ex2_4", label="every load counted as a full tile × tile, edge tiles included", source='''
 import torch
 
 
 def tiled_matmul(a: torch.Tensor, b: torch.Tensor, tile: int) -> tuple[torch.Tensor, int]:
-    """C = a @ b computed one output tile at a time, with the elements moved between slow and fast memory."""
+    """a @ b, and the elements that computing it one output tile at a time moves between slow and fast memory."""
     (m, k), (_, n) = a.shape, b.shape
     c = torch.empty(m, n, dtype=a.dtype)
     moved = 0
@@ -57,5 +61,5 @@ def tiled_matmul(a: torch.Tensor, b: torch.Tensor, tile: int) -> tuple[torch.Ten
             c[i0:i0 + tile, j0:j0 + tile] = acc
             moved += tile * tile
     return c, moved
-'''),
+''', teaches="the elements moved are not every tile loaded, as loaded, plus C written once"),
 ]
