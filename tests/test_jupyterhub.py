@@ -373,8 +373,8 @@ def run_in_kernel(hub: Hub, user: str, code: str) -> str:
             "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
             "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
                         "allow_stdin": False, "stop_on_error": True}}))
-        out = []
-        while True:
+        out, replied, idle = [], False, False
+        while not (replied and idle):  # the shell's reply may come before iopub's last output: wait for both
             raw = await ws.read_message()
             assert raw is not None, "the kernel's websocket closed"
             msg = json.loads(raw)
@@ -385,8 +385,11 @@ def run_in_kernel(hub: Hub, user: str, code: str) -> str:
             elif msg["msg_type"] == "error":
                 raise AssertionError("\n".join(msg["content"]["traceback"]))
             elif msg["msg_type"] == "execute_reply":
-                ws.close()
-                return "".join(out)
+                replied = True
+            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
+        ws.close()
+        return "".join(out)
 
     try:
         return IOLoop.current().run_sync(talk, timeout=STEP_S)
