@@ -1,0 +1,1 @@
+"""release (moved; the next commit writes this package's docstring and exports)."""

@@ -1,0 +1,1 @@
+"""term (moved; the next commit writes this package's docstring and exports)."""
