@@ -19,7 +19,7 @@ from pathlib import Path
 from nbgrader.utils import compute_checksum
 
 from lecturelib.course.layout import Course, is_test_cell, nbgrader_meta, read_notebook
-from lecturelib.course.run import course_files
+from lecturelib.course.grading.run import course_files
 
 Pair = tuple[str, str]  # (student, assignment)
 

@@ -23,12 +23,11 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
 from lecturelib.course.layout import cell_stdout, is_test_cell, nbgrader_meta, read_notebook
-from lecturelib.course.sanitize import clean_notebook
-from lecturelib.course.sandbox import KERNEL_NAME, STATE_ENV, connection_paths, socket_folder
+from lecturelib.course.isolation import KERNEL_NAME, STATE_ENV, clean_notebook, connection_paths, socket_folder
 from lecturelib.grading import RECORD_MARK, Check, InvalidTestCell, Verdict, judge, prepare_test_cell
 
 STASH = "lecturelib_checks"  # key in nbconvert's resources: the checks, from PrepareChecks to JudgeChecks
-CHUNKED_STREAM = "lecturelib.course.kernel_stream.ChunkedOutStream"  # the kernels' stdout/stderr (see that module)
+CHUNKED_STREAM = "lecturelib.course.grading.kernel_stream.ChunkedOutStream"  # the kernels' stdout/stderr (see it)
 SCRATCH = "lecturelib_scratch"  # key in nbconvert's resources: (the notebook's folder, the kernel's folder)
 SANDBOX_ENV = "LECTURELIB_SANDBOX"  # set by `course autograde`: "bwrap" (every kernel sandboxed) or "none"
 STOPPED = "GradingStopped"  # ename of the error a cell gets when the run ended there (time limit, dead kernel)
@@ -209,10 +208,10 @@ def data_files(folder: Path) -> dict[str, bytes]:
 class GradingExecute(Execute):
     """nbgrader's Execute for autograding: the sandboxed kernel, a fair end when a cell fails, output capped.
 
-    * The kernel is the sandboxed one (`lecturelib.course.sandbox`) when `autograde` runs it so (SANDBOX_ENV=bwrap);
-      outside `autograde` (Formgrader's button, plain `nbgrader autograde`) it refuses to grade. Its connection
-      file and IPC sockets live in a short private folder (`sandbox.socket_folder`) whatever TMPDIR is: no kernel
-      is ever started on TCP, sandboxed or not.
+    * The kernel is the sandboxed one (`lecturelib.course.isolation.sandbox`) when `autograde` runs it so
+      (SANDBOX_ENV=bwrap); outside `autograde` (Formgrader's button, plain `nbgrader autograde`) it refuses to grade.
+      Its connection file and IPC sockets live in a short private folder (`sandbox.socket_folder`) whatever TMPDIR
+      is: no kernel is ever started on TCP, sandboxed or not.
     * A cell that runs past the cell time limit, or during which the kernel dies, ends the run there: the
       kernel is killed at once, that cell gets an error that says what happened (the real time limit, or why
       the kernel died), the cells before keep their results and the cells after are not run (they score 0).
@@ -466,8 +465,8 @@ class JudgeChecks(NbGraderPreprocessor):
 
 class SanitizeNotebook(NbGraderPreprocessor):
     """After judging (and before feedback): nothing a student wrote or a kernel printed can run script where the
-    notebook is shown (Formgrader, feedback pages): see `lecturelib.course.sanitize`. Markdown cells as released
-    are the course's own and stay as they are."""
+    notebook is shown (Formgrader, feedback pages): see `lecturelib.course.isolation.sanitize`. Markdown cells as
+    released are the course's own and stay as they are."""
 
     release_directory = Unicode("", help="the folder of the student release (notebooks/)").tag(config=True)
 

@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lecturelib.course import cgroup, sandbox
+from lecturelib.course.isolation import cgroup, sandbox
 from lecturelib.course.layout import Course, nbgrader_env
-from lecturelib.course.preprocessors import SANDBOX_ENV
+from lecturelib.course.grading.preprocessors import SANDBOX_ENV
 
 PRIVATE_PREFIX = "lecturelib-autograde-"  # + pid + "-": the run's private folder in the temporary folder
 MP_PREFIX = "lecturelib-mp-"  # + pid + "-": multiprocessing's folder of a process whose TMPDIR is too long for sockets
@@ -317,7 +317,7 @@ class Run:
 
     def _autograded_digest(self, pair: tuple[str, str]) -> str:
         """sha256 of the files of autograded/STUDENT/ASSIGNMENT ('' when there is none)."""
-        from lecturelib.course.guard import digest  # guard imports this module
+        from lecturelib.course.grading.guard import digest  # guard imports this module
 
         files = digest(self.course.autograded / pair[0] / pair[1])
         return hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest() if files else ""

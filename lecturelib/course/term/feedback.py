@@ -31,7 +31,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
 from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, nbgrader_meta, read_notebook
-from lecturelib.course.reference import chunks, reference_chunks
+from lecturelib.course.release import chunks, reference_chunks
 
 STOPPED = "GradingStopped"  # preprocessors.STOPPED: the grader's note on a cell it did not run (kept in feedback)
 
@@ -146,7 +146,7 @@ def feedback(course: Course, assignments: list[str], students: list[str] | None 
     """Generate feedback for every autograded submission (of `students`, if given) whose every graded cell is
     graded; return problems: a submission with a written answer not graded yet (no page), a leak, and every
     submitted notebook that got no page."""
-    from lecturelib.course.grades import waiting
+    from lecturelib.course.term.grades import waiting
 
     problems = []
     for assignment in assignments:
