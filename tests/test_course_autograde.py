@@ -356,7 +356,7 @@ def test_format_table_says_what_waits_for_manual_grading() -> None:
 
 @pytest.mark.parametrize(("cores", "workers", "threads"), [(2, 2, "1"), (16, 4, "4"), (2, 3, "1"), (8, 1, "8")])
 def test_parallel_kernels_share_the_cores(monkeypatch: pytest.MonkeyPatch, cores: int, workers: int, threads: str) -> None:
-    from lecturelib.course.grading.run import thread_env
+    from lecturelib.course.grading.folders import thread_env
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     assert thread_env(workers) == {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}

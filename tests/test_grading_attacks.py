@@ -571,7 +571,7 @@ def test_sanitize_and_audit_see_through_entity_encoded_svg_links(svg: str) -> No
 
 def test_logs_are_read_bounded(tmp_path: Path) -> None:
     """Item 5: a sparse 4 GiB log is read as its first and last 2 MiB, in well under a second."""
-    from lecturelib.course.grading.run import read_log
+    from lecturelib.course.grading.folders import read_log
 
     log = tmp_path / "sparse.log"
     with open(log, "wb") as f:

@@ -4,10 +4,12 @@ Owns: `autograde` (the coordinator: one run over the collected submissions; it a
 gradebook), `task` (grading one submission: the same code on this machine and on a Dask worker), `dispatch` (threads
 of this process, or the course's Dask cluster), `worker` and `credentials` (a cluster worker's preload; the course's
 certificate authority, mutual TLS, what each peer may ask), `run` (one run's lock, the state a killed run leaves and
-its repair, the ledger of what was graded), `guard` (what grading must leave alone, checked after each submission
-and after the run), `preprocessors` (nbgrader's pipeline: cells from the release, checks from the masters, judged
-outside the kernel, the kernel sandboxed and its output capped), `kernel_stream` (the graded kernel's stdout and
-stderr: it is imported inside the kernel, which is why this package imports nothing until a name is used).
+its repair), `ledger` (what each submission was last graded from: a submission unchanged since is not graded again),
+`folders` (private folders short enough for Unix sockets, threads per kernel, logs read bounded), `guard` (what
+grading must leave alone, checked after each submission and after the run), `preprocessors` (nbgrader's pipeline:
+cells from the release, checks from the masters, judged outside the kernel, the kernel sandboxed and its output
+capped), `kernel_stream` (the graded kernel's stdout and stderr: it is imported inside the kernel, which is why this
+package imports nothing until a name is used).
 
 May import: the base (`lecturelib.course.layout`), `isolation` (the sandbox every kernel runs in, the allow-list of
 what pages show), `release` (a grader's reference cell is no answer), lecturelib outside the course, and of `term`

@@ -302,7 +302,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
             elif found.gradable and not invalid:
                 submission = make_task(course, *pair, settings)
                 key = grading_key(releases[pair[1]], submission, due.get(pair[1], ""))
-                if force or pair not in with_grades or not run.unchanged(pair, key):
+                if force or pair not in with_grades or not run.ledger.unchanged(pair, key):
                     tasks.append(submission)
                     in_flight.add(pair)
                     run.mark(pair, done=False, grading_key=key)
@@ -349,7 +349,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
         _read_scores(course, ordered)
         for o in ordered:
             if o.problems:  # graded again next time, changed or not
-                run.forget((o.student, o.assignment))
+                run.ledger.forget((o.student, o.assignment))
     return Report(ordered, notes + others)
 
 

@@ -1,21 +1,16 @@
-"""One autograde run: its lock, its private folders, the copies it keeps, and the repair of a run that was killed.
+"""One autograde run: its lock, the state it leaves while it grades, and the repair of a run that was killed.
 
 A run takes a lock (one run at a time), then leaves a state folder in logs/autograde/run/: copies of the
 course's files (nbgrader_config.py, source/, notebooks/, lecturelib) and of submitted/ as they were when it
-started. A run that ends, even by Ctrl-C, removes it. A state folder found at the next start means that run
-was killed: the submissions it had not finished are named, and if it graded with --no-sandbox (its kernels had the
-instructor's rights) the course files and submissions it kept are restored (what was there instead is moved aside
-to logs/autograde/interrupted-TIME/, nothing is lost). A sandboxed kernel could change neither, so after a sandboxed
-run what differs is the instructor's own work since, and stays.
-Everything else a run needs (nbgrader's HOME, Jupyter and IPython folders, the sandbox's configuration, each
-submission's TMPDIR, kernel sockets and scratch folder) lives in a private folder in the system's temporary
-folder, removed when the run ends and, if it was killed, by the next run. Every Unix socket the run makes lives
-in a short folder whatever TMPDIR is (`short_folder`: a socket's path has at most 107 bytes): the private folder,
-multiprocessing's (its forkserver's listener) and each kernel's (`sandbox.socket_folder`).
-
-What each submission was last graded from stays in logs/autograde/graded.json, written by this process alone:
-a digest of everything its grade depends on (`autograde.grading_key`) and of the autograded folder it left. A
-submission whose digest and autograded folder are unchanged is not graded again (`unchanged`) unless --force.
+started, and which submissions are being graded and which are done. A run that ends, even by Ctrl-C, removes it
+(Ctrl-C also leaves resume.json: what it had done, so that the next run of the same course version grades the
+rest). A state folder found at the next start means that run was killed: the submissions it had not finished are
+named, and if it graded with --no-sandbox (its kernels had the instructor's rights) the course files and
+submissions it kept are restored (what was there instead is moved aside to logs/autograde/interrupted-TIME/,
+nothing is lost). A sandboxed kernel could change neither, so after a sandboxed run what differs is the
+instructor's own work since, and stays.
+The run also holds the ledger of what was graded (`ledger.Ledger`) and a private folder with the sandbox's
+configuration (`folders`); the private folders and sandbox cgroups of killed runs are removed when it starts.
 Ctrl-C ends a run with `Stopped`: one line that says how many submissions are left, no traceback.
 """
 
@@ -23,47 +18,25 @@ from __future__ import annotations
 
 import fcntl
 import filecmp
-import hashlib
 import json
 import os
 import shutil
-import signal
 import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from lecturelib.course.grading.folders import (PRIVATE_PREFIX, pid_alive, remove_stale_private_folders, short_folder,
+                                               thread_env)
+from lecturelib.course.grading.guard import course_files, lecturelib_folder
+from lecturelib.course.grading.ledger import Ledger
 from lecturelib.course.isolation import cgroup, sandbox
 from lecturelib.course.layout import Course, nbgrader_env
-from lecturelib.course.grading.preprocessors import SANDBOX_ENV
-
-PRIVATE_PREFIX = "lecturelib-autograde-"  # + pid + "-": the run's private folder in the temporary folder
-MP_PREFIX = "lecturelib-mp-"  # + pid + "-": multiprocessing's folder of a process whose TMPDIR is too long for sockets
-SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path holds 108 with the closing NUL)
-# Room a private folder leaves under it for the longest socket path made there: a submission's folder, its TMPDIR
-# and multiprocessing's listener in it (a kernel run without the sandbox may make one)
-SOCKET_ROOM = len("/s9999/tmp/pymp-XXXXXXXX/listener-XXXXXXXX")
-SHORT_BASES = ("/tmp", "/dev/shm", "/var/tmp")  # where a private folder goes when TMPDIR's path is too long
-LEDGER = "graded.json"  # in logs/autograde/: what each submission was last graded from
-
-
-def _lecturelib() -> Path:
-    import lecturelib
-
-    return Path(lecturelib.__file__).parent
-
-
-def course_files(course: Course) -> list[Path]:
-    """What no grading may change: the course's configuration, masters, release and grading code."""
-    roots = [course.source, course.release, _lecturelib()]
-    return [course.root / "nbgrader_config.py"] + [p for r in roots if r.is_dir() for p in sorted(r.rglob("*"))
-                                                   if p.is_file() and "__pycache__" not in p.parts]
 
 
 def _kept_roots(course: Course) -> dict[str, Path]:
     """Where each group of kept files lives: the course root, and lecturelib (which may be elsewhere)."""
-    return {"course": course.root, "lecturelib": _lecturelib()}
+    return {"course": course.root, "lecturelib": lecturelib_folder()}
 
 
 def _copy_files(paths: list[Path], base: Path, dest: Path) -> None:
@@ -76,94 +49,6 @@ def _copy_files(paths: list[Path], base: Path, dest: Path) -> None:
 def _not_files(folder: str, names: list[str]) -> list[str]:
     """What copytree must not copy: anything but folders and regular files (pipes and devices would block it)."""
     return [n for n in names if not (stat.S_ISREG(m := os.lstat(os.path.join(folder, n)).st_mode) or stat.S_ISDIR(m))]
-
-
-def read_log(path: Path, limit: int = 4 * 2**20) -> str:
-    """A log's text, bounded: all of it when it is small, else its first and last `limit` / 2 bytes (a log is never
-    read whole into memory, whatever wrote to it or however sparse it is)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(fd).st_size
-        if size <= limit:
-            data = f.read(limit)
-        else:
-            head = f.read(limit // 2)
-            f.seek(size - limit // 2)
-            data = head + f"\n[... {size - limit} bytes of the log not read ...]\n".encode() + f.read(limit // 2)
-    return data.decode("utf-8", errors="replace").replace("\x00", "")  # a sparse file's holes read as NULs
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def short_folder(prefix: str) -> Path:
-    """A new private folder with room under it for Unix sockets (SOCKET_ROOM): in the temporary folder (TMPDIR), or
-    where that path is too long, in the first of SHORT_BASES that is writable."""
-    for base in dict.fromkeys((tempfile.gettempdir(), *SHORT_BASES)):
-        if len(os.fsencode(os.path.join(base, prefix))) + len("XXXXXXXX") + SOCKET_ROOM > SOCKET_PATH_MAX:
-            continue
-        try:
-            return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        except OSError:
-            continue
-    raise RuntimeError(f"no folder short enough for Unix sockets: TMPDIR ({tempfile.gettempdir()}) is too long and "
-                       f"{', '.join(SHORT_BASES)} are not writable")
-
-
-def short_multiprocessing_folder() -> None:
-    """multiprocessing's sockets in this process (its forkserver's listener, made once and kept while the process
-    lives) in a short folder: in one of a long TMPDIR, binding them fails (OSError: AF_UNIX path too long)."""
-    from multiprocessing import process, util
-
-    # where multiprocessing.util.get_temp_dir keeps its folder (no public setter; CPython's own fallback to /tmp,
-    # gh-132124, came after 3.11)
-    config = process.current_process()._config  # type: ignore[attr-defined]
-    current = config.get("tempdir") or os.path.join(tempfile.gettempdir(), "pymp-XXXXXXXX")
-    if len(os.fsencode(current)) + len("/listener-XXXXXXXX") <= SOCKET_PATH_MAX:
-        return
-    folder = str(short_folder(f"{MP_PREFIX}{os.getpid()}-"))
-    util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)  # as multiprocessing removes its own
-    config["tempdir"] = folder
-
-
-def remove_stale_private_folders() -> list[str]:
-    """Private folders of runs whose process is gone (killed): their scratch folders go too, and the sockets'
-    folders of kernels whose nbgrader was killed (sandbox.socket_folder)."""
-    removed = []
-    bases = [Path(base) for base in dict.fromkeys((tempfile.gettempdir(), *SHORT_BASES))]
-    places = [(base, prefix) for base in bases for prefix in (PRIVATE_PREFIX, MP_PREFIX)]
-    places += [(Path(base), sandbox.SOCKETS_PREFIX) for base in SHORT_BASES]
-    for base, prefix in places:
-        for folder in base.glob(f"{prefix}*"):
-            try:
-                pid = int(folder.name[len(prefix):].split("-", 1)[0])
-            except ValueError:
-                continue
-            if pid != os.getpid() and not _pid_alive(pid) and not folder.is_symlink():
-                shutil.rmtree(folder, ignore_errors=True)
-                if prefix == PRIVATE_PREFIX:
-                    removed.append(str(folder))
-    return removed
-
-
-def thread_env(workers: int) -> dict[str, str]:
-    """Intra-op threads for each of `workers` kernels grading side by side: the cores shared out (at least one), so
-    that parallel kernels do not oversubscribe the CPU (idle OpenMP threads spin). An instructor's own
-    OMP_NUM_THREADS wins (the sandbox passes it on): then nothing is set."""
-    if "OMP_NUM_THREADS" in os.environ:
-        return {}
-    n = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
-    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
 
 
 class RunLocked(RuntimeError):
@@ -189,14 +74,11 @@ class Run:
         self.state = self.logs / "run"
         self.notes: list[str] = []
         self.finished: set[tuple[str, str]] = set()  # graded by an interrupted run of this course version (`resume`)
-        self.ledger: dict[str, dict[str, str]] = {}  # "STUDENT/ASSIGNMENT" -> what it was last graded from
-        self._keys: dict[tuple[str, str], str] = {}  # the grading key of each submission this run grades
+        self.ledger = Ledger(self.logs, course.autograded)  # read once the run holds the lock
         self._interrupted: dict[str, Any] = {}  # the state of a run that was killed or interrupted
         self.private = Path()
         self.sandbox_config: Path | None = None
         self._lock: Any = None
-        self._count = 0
-        self.processes: set[Any] = set()  # the nbgrader processes running now
 
     # -- the lock and the state folder ---------------------------------------------------------------
     def __enter__(self) -> Run:
@@ -213,31 +95,16 @@ class Run:
             elif (self.logs / "resume.json").is_file():  # a run stopped by Ctrl-C or SIGTERM: nothing to restore
                 self._interrupted = self._read(self.logs / "resume.json")
             (self.logs / "resume.json").unlink(missing_ok=True)
-            ledger = self._read(self.logs / LEDGER) if (self.logs / LEDGER).is_file() else {}
-            self.ledger = {k: v for k, v in ledger.items() if isinstance(v, dict)}
+            self.ledger.load()
             if remove_stale_private_folders():
                 self.notes.append("removed the temporary folders of an autograde run that was killed")
-            cgroup.remove_stale(sandbox.CGROUP_PREFIX, _pid_alive)  # of sandboxes whose supervisor was killed
+            cgroup.remove_stale(sandbox.CGROUP_PREFIX, pid_alive)  # of sandboxes whose supervisor was killed
             self._save_state()
-            self.private = short_folder(f"{PRIVATE_PREFIX}{os.getpid()}-")
-            if self.sandboxed:
-                self.sandbox_config = sandbox.write_config(
-                    self.private / "sandbox", limits=self.limits, hidden=[self.course.root],
-                    env={**{k: v for k, v in nbgrader_env(self.private / "probe").items()
-                            if k in ("PYTHONWARNINGS", "LECTURELIB_QUICK")}, **self.threads})
-                sandbox.write_kernelspec(self.private / "jupyter", self.sandbox_config)
+            self._make_private()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
-
-    def stop(self) -> None:
-        """Kill every nbgrader running for this run (and so their sandboxes): the run was interrupted."""
-        for proc in list(self.processes):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def resume(self, version: str) -> set[tuple[str, str]]:
         """Submissions graded and verified by a run of this course `version` (lecturelib and the release) that was
@@ -290,42 +157,16 @@ class Run:
 
     def mark(self, pair: tuple[str, str], done: bool, grading_key: str = "") -> None:
         """Record that a submission's grading started (done=False, from `grading_key`) or finished and was verified
-        (done=True: what it was graded from goes into the ledger when it left an autograded folder)."""
+        (done=True: the ledger keeps what it was graded from)."""
         state = self._read()
         key = "/".join(pair)
         state["running"] = [k for k in state["running"] if k != key] + ([] if done else [key])
         state["done"] = state["done"] + ([key] if done else [])
         self._write(state)
-        if not done:
-            self._keys[pair] = grading_key
-        elif self._keys.get(pair) and (autograded := self._autograded_digest(pair)):
-            self.ledger[key] = {"key": self._keys[pair], "autograded": autograded,
-                                "graded": time.strftime("%Y-%m-%d %H:%M:%S")}
-            self._write_ledger()
+        if done:
+            self.ledger.graded(pair)
         else:
-            self.forget(pair)
-
-    def unchanged(self, pair: tuple[str, str], grading_key: str) -> bool:
-        """Whether this submission was graded from `grading_key` and its autograded folder is as that grading left it."""
-        entry = self.ledger.get("/".join(pair), {})
-        return entry.get("key") == grading_key and entry.get("autograded") == self._autograded_digest(pair) != ""
-
-    def forget(self, pair: tuple[str, str]) -> None:
-        """Drop a submission from the ledger: the next run grades it whatever changed (e.g. its grading had problems)."""
-        if self.ledger.pop("/".join(pair), None) is not None:
-            self._write_ledger()
-
-    def _autograded_digest(self, pair: tuple[str, str]) -> str:
-        """sha256 of the files of autograded/STUDENT/ASSIGNMENT ('' when there is none)."""
-        from lecturelib.course.grading.guard import digest  # guard imports this module
-
-        files = digest(self.course.autograded / pair[0] / pair[1])
-        return hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest() if files else ""
-
-    def _write_ledger(self) -> None:
-        tmp = self.logs / f"{LEDGER}.tmp"
-        tmp.write_text(json.dumps(self.ledger, indent=1, sort_keys=True) + "\n")
-        tmp.replace(self.logs / LEDGER)
+            self.ledger.started(pair, grading_key)
 
     def recover(self) -> list[str]:
         """Repair what a killed run may have left: restore the course files and submissions it kept."""
@@ -363,20 +204,15 @@ class Run:
             note += f"; it had not finished grading {', '.join(unfinished)}: grade them again"
         return [note]
 
-    # -- what each submission's nbgrader gets -------------------------------------------------------
-    def submission_folder(self) -> Path:
-        """A fresh private folder for one submission's nbgrader (TMPDIR, runtime, sandbox state), under the run's."""
-        self._count += 1
-        folder = self.private / f"s{self._count}"  # short: kernel sockets live in it (107-byte path limit)
-        for sub in ("state",):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
-        return folder
-
-    def env(self, folder: Path) -> dict[str, str]:
-        """nbgrader's clean environment for one submission, with the sandbox's kernelspec (or none, stated)."""
-        env = {**nbgrader_env(folder), **self.threads}
-        env[SANDBOX_ENV] = "bwrap" if self.sandboxed else "none"
-        env[sandbox.STATE_ENV] = str(folder / "state")
+    # -- the run's private folder -------------------------------------------------------------------
+    def _make_private(self) -> None:
+        """The run's private folder (`folders.short_folder`), and in it, for a sandboxed run, the sandbox's
+        configuration and kernelspec (made once, when the run starts: it runs a sandbox, so a sandbox that cannot
+        run Python fails here, before any submission)."""
+        self.private = short_folder(f"{PRIVATE_PREFIX}{os.getpid()}-")
         if self.sandboxed:
-            env["JUPYTER_PATH"] = str(self.private / "jupyter")  # the sandbox's kernelspec, found first
-        return env
+            self.sandbox_config = sandbox.write_config(
+                self.private / "sandbox", limits=self.limits, hidden=[self.course.root],
+                env={**{k: v for k, v in nbgrader_env(self.private / "probe").items()
+                        if k in ("PYTHONWARNINGS", "LECTURELIB_QUICK")}, **self.threads})
+            sandbox.write_kernelspec(self.private / "jupyter", self.sandbox_config)
