@@ -585,7 +585,7 @@ def test_logs_are_read_bounded(tmp_path: Path) -> None:
 
 def test_message_size_counts_every_part() -> None:
     """Item 7: content, metadata and buffers, nested as deep as a kernel likes, without recursion."""
-    from lecturelib.course.grading.preprocessors import message_bytes
+    from lecturelib.course.grading.execute import message_bytes
 
     deep: list = []
     for _ in range(100_000):

@@ -7,9 +7,10 @@ certificate authority, mutual TLS, what each peer may ask), `run` (one run's loc
 its repair), `ledger` (what each submission was last graded from: a submission unchanged since is not graded again),
 `folders` (private folders short enough for Unix sockets, threads per kernel, logs read bounded), `guard` (what
 grading must leave alone, checked after each submission and after the run), `preprocessors` (nbgrader's pipeline:
-cells from the release, checks from the masters, judged outside the kernel, the kernel sandboxed and its output
-capped), `kernel_stream` (the graded kernel's stdout and stderr: it is imported inside the kernel, which is why this
-package imports nothing until a name is used).
+cells from the release, checks from the masters, judged outside the kernel), `execute` (the pipeline's kernel:
+`GradingExecute`, sandboxed, its output capped, a fair stop at a cell past its limit), `kernel_stream` (the
+graded kernel's stdout and stderr: it is imported inside the kernel, which is why this package imports nothing until
+a name is used).
 
 May import: the base (`lecturelib.course.layout`), `isolation` (the sandbox every kernel runs in, the allow-list of
 what pages show), `release` (a grader's reference cell is no answer), lecturelib outside the course, and of `term`
@@ -33,8 +34,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "credentials": ("DEFAULT_PORT", "CredentialsError"),
     "dispatch": ("ClusterError",),
     "guard": ("Guard", "RunCheck", "gradebook_cells"),
-    "preprocessors": ("SANDBOX_ENV", "GradingExecute", "JudgeChecks", "PrepareChecks", "RedactTests",
-                      "RestoreMissingCells", "SanitizeNotebook"),
+    "execute": ("SANDBOX_ENV", "GradingExecute"),
+    "preprocessors": ("JudgeChecks", "PrepareChecks", "RedactTests", "RestoreMissingCells", "SanitizeNotebook"),
     "run": ("Run", "RunLocked", "Stopped"),
     "task": ("Kit", "Result", "Settings", "Task", "grade"),
     "worker": ("COURSE_ENV",),
@@ -49,8 +50,9 @@ if TYPE_CHECKING:  # the same names, for mypy and readers
     from lecturelib.course.grading.credentials import DEFAULT_PORT, CredentialsError
     from lecturelib.course.grading.dispatch import ClusterError
     from lecturelib.course.grading.guard import Guard, RunCheck, gradebook_cells
+    from lecturelib.course.grading.execute import SANDBOX_ENV, GradingExecute
     from lecturelib.course.grading.preprocessors import (
-        SANDBOX_ENV, GradingExecute, JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells, SanitizeNotebook
+        JudgeChecks, PrepareChecks, RedactTests, RestoreMissingCells, SanitizeNotebook
     )
     from lecturelib.course.grading.run import Run, RunLocked, Stopped
     from lecturelib.course.grading.task import Kit, Result, Settings, Task, grade

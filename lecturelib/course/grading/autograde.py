@@ -23,7 +23,7 @@ from lecturelib.course.isolation import sandbox
 from lecturelib.course.term import screen, valid_student
 from lecturelib.course.grading.guard import Guard, RunCheck, digest, gradebook_cells, release_points
 from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
-from lecturelib.course.grading.preprocessors import SANDBOX_ENV
+from lecturelib.course.grading.execute import SANDBOX_ENV
 from lecturelib.course.grading.dispatch import Cluster, ClusterError, Local, Progress
 from lecturelib.course.grading.run import Run
 from lecturelib.course.grading.task import Kit, Result, Settings, Task, course_version, make_kit, make_task

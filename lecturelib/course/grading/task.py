@@ -60,7 +60,7 @@ import lecturelib
 from lecturelib.course.isolation import sandbox
 from lecturelib.course.grading.guard import file_hash, regular_files
 from lecturelib.course.layout import Course, find_root, nbgrader_env, nbgrader_meta, read_notebook
-from lecturelib.course.grading.preprocessors import SANDBOX_ENV
+from lecturelib.course.grading.execute import SANDBOX_ENV
 from lecturelib.course.grading.folders import (PRIVATE_PREFIX, read_log, short_folder, short_multiprocessing_folder,
                                                thread_env)
 from lecturelib.runmode import QUICK_ENV

@@ -33,7 +33,7 @@ from traitlets import Unicode
 from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, nbgrader_meta, read_notebook
 from lecturelib.course.release import chunks, reference_chunks
 
-STOPPED = "GradingStopped"  # preprocessors.STOPPED: the grader's note on a cell it did not run (kept in feedback)
+STOPPED = "GradingStopped"  # grading.execute.STOPPED: the grader's note on a cell it did not run (kept in feedback)
 
 MIN_SECRET_CHARS = 20  # shorter hidden lines ("counted_matmul(") also stand in students' own code
 MIN_INPUT_CHARS = 4  # a hidden input shorter than this (2, 16, "x") also stands in any page
