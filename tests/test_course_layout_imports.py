@@ -139,6 +139,56 @@ def lecturelib_modules() -> list[Path]:
     return sorted(p for p in LIB.rglob("*.py") if "__pycache__" not in p.parts)
 
 
+def exports(part: str) -> dict[str, str]:
+    """A part's exported names -> the module of the part that defines each (its `__init__`'s EXPORTS)."""
+    tree = ast.parse((COURSE / part / "__init__.py").read_text())
+    table = next(ast.literal_eval(n.value) for n in tree.body
+                 if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "EXPORTS")
+    return {name: module for module, names in table.items() for name in names}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """lecturelib's modules -> the lecturelib modules each imports (anywhere in it; a part's name, the module that
+    defines it, from the part's EXPORTS)."""
+    modules = {module_name(p): p for p in lecturelib_modules()}
+    defined_in = {f"lecturelib.course.{part}": exports(part) for part in PARTS}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for module, imported, _ in imports(path.read_text(), name, path.name == "__init__.py"):
+            if f"{module}.{imported}" in modules:  # from lecturelib.course.isolation import sandbox: the module
+                targets.add(f"{module}.{imported}")
+            elif imported in defined_in.get(module, {}):  # from lecturelib.course.term import screen: collect
+                targets.add(f"{module}.{defined_in[module][imported]}")
+            elif module in modules:
+                targets.add(module)
+        graph[name] = targets - {name}
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of a graph (its nodes, the first again at the end), or [] when there is none (depth first)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return []
+
+
 def test_course_layout_docstrings_give_the_rules_of_the_course_init() -> None:
     # lecturelib/course/__init__.py: "isolation only the base; release the base and isolation; term the base and
     # release; grading the base, isolation, release, and of the term only the names its __init__ lists"
@@ -151,6 +201,14 @@ def test_course_layout_docstrings_give_the_rules_of_the_course_init() -> None:
 def test_course_layout_every_module_keeps_the_import_rules() -> None:
     found = [v for path in lecturelib_modules() for v in violations(path, path.read_text())]
     assert found == []
+
+
+def test_course_layout_lecturelib_imports_close_no_cycle() -> None:
+    graph = import_graph()
+    assert graph["lecturelib.course.grading.autograde"] >= {  # the graph sees through a part's lazy exports
+        "lecturelib.course.term.collect", "lecturelib.course.term.roster", "lecturelib.course.isolation.sandbox"}
+    assert cycle(graph) == []
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
 
 
 @pytest.mark.parametrize(("path", "source", "expected"), [
@@ -178,11 +236,12 @@ def test_course_layout_rules_flag_what_they_forbid(path: str, source: str, expec
 @pytest.mark.parametrize("part", PARTS)
 def test_course_layout_exports_are_defined_and_no_module(part: str) -> None:
     tree = ast.parse((COURSE / part / "__init__.py").read_text())
-    exports = next(ast.literal_eval(n.value) for n in tree.body
-                   if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "EXPORTS")
+    by_module: dict[str, list[str]] = {}
+    for name, module in exports(part).items():
+        by_module.setdefault(module, []).append(name)
     modules = {p.stem for p in (COURSE / part).glob("*.py")} - {"__init__"}
-    assert set(exports) <= modules
-    for module, names in exports.items():
+    assert set(by_module) <= modules
+    for module, names in by_module.items():
         body = ast.parse((COURSE / part / f"{module}.py").read_text()).body
         defined = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
         defined |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
@@ -192,4 +251,4 @@ def test_course_layout_exports_are_defined_and_no_module(part: str) -> None:
         assert not set(names) & modules, (module, set(names) & modules)
     typing = {(module.rpartition(".")[2], imported) for module, imported, _ in imports(
         ast.unparse(next(n for n in tree.body if isinstance(n, ast.If))), f"lecturelib.course.{part}", True)}
-    assert typing == {(module, name) for module, names in exports.items() for name in names}
+    assert typing == {(module, name) for name, module in exports(part).items()}

@@ -4,11 +4,12 @@
   environment, and the notebook transforms build and check share. It imports nothing of lecturelib.course.
 * `release`: making the release, the solutions and the students' bundle (build, check, bundle, reference).
 * `term`: running a term (collect, roster, grades, feedback).
-* `grading`: autograding (autograde, dispatch, worker, task, run, guard, preprocessors, credentials).
+* `grading`: autograding (autograde, dispatch, worker, credentials, task, run, ledger, folders, guard, preprocessors,
+  execute, kernel_stream).
 * `isolation`: what keeps a submission from reaching anything (sandbox, cgroup, seccomp, sanitize, audit).
 * `__main__`: `python -m lecturelib.course ...`, the commands of all four.
 
-What each part may import (its `__init__` says it too; tests/test_course_layout_imports.py holds the rules):
+What each part may import (its `__init__` says it; tests/test_course_layout_imports.py reads it there and enforces it):
 isolation only the base; release the base and isolation; term the base and release; grading the base, isolation,
 release, and of the term only the names its `__init__` lists. A module imports another part through that part's
 package (`from lecturelib.course.isolation import sandbox, Limits`), its own part's modules directly.
