@@ -68,6 +68,26 @@ def tree_allreduce_seconds(n_bytes: int, world: int, alpha_s: float, bytes_per_s
     return 2 * hops * (alpha_s + n_bytes / bytes_per_s)
 
 
+def pipelined_tree_allreduce_seconds(n_bytes: int, world: int, alpha_s: float, bytes_per_s: float) -> float:
+    """Time of a pipelined double-binary-tree all-reduce (NCCL's Tree), its chunk count chosen best by the model."""
+    # The buffer goes in k chunks up a tree of depth h = ⌈log₂N⌉ and down again: 2h stages, the chunks following each
+    # other (Sanders, Speck & Träff 2009, two-tree algorithms; Jeaugey 2019, NCCL 2.4's double binary trees). With two
+    # trees, every rank is an inner node of one and a leaf of the other, so in the steady state it sends and receives
+    # 2 chunks per stage: (2h + k − 1) stages of α + 2·(n/k)/B. Many chunks remove the log₂N factor from the bytes
+    # (→ 2n/B, about the ring's 2·(N−1)/N·n/B) while the latency stays 2h·α plus the pipeline's fill.
+    _check_world(world)
+    if n_bytes < 0 or alpha_s < 0 or not bytes_per_s > 0:
+        raise ValueError(f"need n_bytes >= 0, alpha_s >= 0, bytes_per_s > 0; got {n_bytes}, {alpha_s}, {bytes_per_s}")
+    if world == 1:
+        return 0.0
+    fill = 2 * math.ceil(math.log2(world)) - 1  # stages before the first chunk is back down
+    bandwidth_s = 2 * n_bytes / bytes_per_s  # what every rank's link carries in all
+    if alpha_s == 0:
+        return bandwidth_s  # chunks free of latency: as many as you like
+    chunks = max(1.0, math.sqrt(fill * bandwidth_s / alpha_s))  # the minimum of (fill + k)·(α + bandwidth_s/k)
+    return (fill + chunks) * (alpha_s + bandwidth_s / chunks)
+
+
 def zero_bytes_per_step(n_params: int, bytes_per_value: int, world: int, stage: int) -> float:
     """Bytes one rank sends per training step under ZeRO `stage` (0 = plain data parallelism): 2Ψ for stages 0–2,
     3Ψ for stage 3, in units of Ψ = (N−1)/N · parameters · bytes (Rajbhandari et al. 2020, sec. 7.2)."""
@@ -502,6 +522,14 @@ class DDPSpec:
     bucket_cap_mb: float | None = None  # None: DDP's default (25 MiB, the first bucket 1 MiB)
 
 
+def ddp_model(spec: DDPSpec) -> Any:
+    """The MLP that ddp_worker trains: `depth` × (Linear(width, width), ReLU), seeded by spec.seed as the ranks seed it."""
+    import torch
+
+    torch.manual_seed(spec.seed)
+    return _mlp(spec)
+
+
 def _mlp(spec: DDPSpec) -> Any:
     import torch
 
@@ -584,6 +612,8 @@ def ddp_worker(rank: int, world: int, spec: DDPSpec) -> dict[str, Any]:
     variants: dict[str, Callable[[], object]] = {"synced": step_synced, "local": step_local, "accum": step_accum, "accum_local": step_accum_local}
     if world == 1:
         variants = {"local": step_local, "accum_local": step_accum_local}
+    else:  # rank 0's step while the other ranks wait: against `local`, what running side by side costs each rank
+        variants["alone"] = step_local
     for fn in variants.values():  # warm-up: allocation, and DDP rebuilds its buckets after its first step
         fn()
     buckets_log: dict[str, list[int]] = {}
@@ -601,6 +631,8 @@ def ddp_worker(rank: int, world: int, spec: DDPSpec) -> dict[str, Any]:
             for _ in range(spec.calls):
                 if world > 1:
                     dist.barrier()  # the ranks start each step together
+                if name == "alone" and rank != 0:
+                    continue  # idle at the next barrier while rank 0 computes
                 _sync(device)
                 start = time.perf_counter()
                 variants[name]()
@@ -632,14 +664,28 @@ class DDPMeasurement:
     world: int
     backend: str
     n_params: int
-    seconds: dict[str, list[float]]  # variant -> seconds of every timed call of every rank
+    seconds: dict[str, list[float]]  # variant -> seconds of every timed call of every rank ("alone": rank 0's only)
     buckets: dict[str, list[int]]  # variant -> elements of each bucket all-reduced in one call (rank 0)
     local_grads: list[Any] = field(repr=False)  # per rank: its own flattened gradient of micro-batch 0 (NumPy; the
     synced_grads: list[Any] = field(repr=False)  # first GRAD_SAMPLE elements) and the one DDP left after a synced backward
+    per_rank: list[dict[str, list[float]]] = field(default_factory=list, repr=False)  # rank -> variant -> its calls
+    calls_per_round: int = 1  # calls of each variant in a round, one after the other (DDPSpec.calls)
 
     def median_s(self, variant: str) -> float:
         """The median call of a variant."""
         return statistics.median(self.seconds[variant])
+
+    def round_medians(self, variant: str, rank: int = 0) -> list[float]:
+        """One rank's median call of a variant in each interleaved round, in round order."""
+        calls, k = self.per_rank[rank][variant], self.calls_per_round
+        return [statistics.median(calls[i:i + k]) for i in range(0, len(calls), k)]
+
+    def ratio(self, a: str, b: str, rank: int = 0) -> Any:
+        """time(a) / time(b) round by round for one rank (a profiler.Ratio): both ran in the same rounds."""
+        from lecturelib.profiler import Ratio
+
+        per_round = [x / y for x, y in zip(self.round_medians(a, rank), self.round_medians(b, rank))]
+        return Ratio(statistics.median(per_round), min(per_round), max(per_round))
 
 
 def measure_ddp(spec: DDPSpec, world: int, *, timeout_s: float = 60.0, backend: str | None = None) -> DDPMeasurement:
@@ -650,4 +696,5 @@ def measure_ddp(spec: DDPSpec, world: int, *, timeout_s: float = 60.0, backend: 
     results = run_group(ddp_worker, world, spec, timeout_s=timeout_s, backend=backend)
     seconds = {name: [s for r in results for s in r["seconds"][name]] for name in results[0]["seconds"]}
     return DDPMeasurement(world, results[0]["backend"], results[0]["n_params"], seconds, results[0]["buckets"],
-                          [r["local_grad"] for r in results], [r["synced_grad"] for r in results])
+                          [r["local_grad"] for r in results], [r["synced_grad"] for r in results],
+                          [r["seconds"] for r in results], spec.calls)

@@ -256,12 +256,15 @@ def prepare_test_cell(source: str, grade_id: str) -> tuple[str, list[Check]]:
             raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: write expect_{kind}(EXPRESSION, LITERAL)")
         try:
             expected = ast.literal_eval(given["expected"])
+        except ValueError:
+            raise InvalidTestCell(
+                f"{grade_id}: line {stmt.lineno}: the expected value must be a literal (arithmetic in a comment)"
+            ) from None
+        try:
             tol = ast.literal_eval(given["tol"]) if "tol" in given else "float"
             why = ast.literal_eval(given["why"]) if "why" in given else ""
         except ValueError:
-            raise InvalidTestCell(
-                f"{grade_id}: line {stmt.lineno}: the expected value must be a literal, and so must tol and why "
-                "(arithmetic in a comment)") from None
+            raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: tol and why must be literals") from None
         if tol not in TOLERANCES:
             raise InvalidTestCell(f"{grade_id}: line {stmt.lineno}: unknown tolerance {tol!r}")
         if not isinstance(why, str):

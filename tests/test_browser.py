@@ -34,6 +34,8 @@ from lecturelib.course.layout import Course, fill_answers, nbgrader_meta, read_n
 from lecturelib.course.term.roster import plain_text
 from lecturelib.runmode import QUICK_ENV
 
+from gradebook_helpers import grade_the_written_answers
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 ASSIGNMENTS = Course(ROOT).assignments()
@@ -488,14 +490,6 @@ def test_browser_instructor_grades_a_reflection_and_it_is_saved(browser, instruc
         assert grade.manual_score == 2.0
     finally:
         page.close()
-
-
-def grade_the_written_answers(course: Course) -> None:
-    """What an instructor does in Formgrader before feedback (which writes no page while a written answer waits):
-    every written answer nobody graded yet gets its points (1)."""
-    with sqlite3.connect(course.gradebook) as db:
-        db.execute("update grade set manual_score = 1, needs_manual_grade = 0 where auto_score is null and "
-                   "manual_score is null")
 
 
 def test_browser_instructor_feedback_shows_no_hidden_test(browser, instructor_course) -> None:

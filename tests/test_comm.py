@@ -69,6 +69,21 @@ def test_tree_beats_the_ring_only_for_small_messages() -> None:
     assert comm.tree_allreduce_seconds(100, 1, 1.0, 100.0) == 0.0
 
 
+def test_pipelined_tree_drops_the_log_factor_from_the_bytes() -> None:
+    # no latency: as many chunks as you like, the bytes alone: 2 · 1e9 B / 1e9 B/s = 2 s, whatever N
+    assert comm.pipelined_tree_allreduce_seconds(10**9, 1024, 0.0, 1e9) == 2.0
+    # 8 ranks, α = 1 s, 2n/B = 5 s: fill 2 · 3 - 1 = 5 stages, k = √(5 · 5 / 1) = 5 chunks: (5 + 5) · (1 + 5/5) = 20 s
+    assert comm.pipelined_tree_allreduce_seconds(5, 8, 1.0, 2.0) == pytest.approx(20.0, rel=1e-12)
+    # a tiny buffer: one chunk, 2h = 6 stages of α, unpipelined: 6 · (1 + 2e-9)
+    assert comm.pipelined_tree_allreduce_seconds(1, 8, 1.0, 1e9) == pytest.approx(6.0, rel=1e-8)
+    assert comm.pipelined_tree_allreduce_seconds(100, 1, 1.0, 1.0) == 0.0
+    nvlink = comm.LINKS["nvlink4"]
+    for world in (8, 64, 1024):  # large buffers: within 2× of the ring's bytes (no ⌈log₂N⌉ factor), unlike the plain tree
+        args = (1 << 34, world, nvlink.alpha_s, nvlink.bytes_per_s)
+        assert comm.pipelined_tree_allreduce_seconds(*args) < 2 * comm.allreduce_seconds(*args)
+        assert comm.tree_allreduce_seconds(*args) > 2 * comm.allreduce_seconds(*args)
+
+
 def test_zero_bytes_per_step_is_two_psi_then_three_for_stage_3() -> None:
     # Ψ = 3/4 · 1000 · 2 bytes = 1500
     assert [comm.zero_bytes_per_step(1000, 2, 4, s) for s in (0, 1, 2, 3)] == [3000, 3000, 3000, 4500]
@@ -220,8 +235,11 @@ def test_measure_ddp_logs_buckets_and_averages_gradients() -> None:
     assert m.n_params == 2 * (64 * 64 + 64)
     assert sum(m.buckets["synced"]) == m.n_params and m.buckets["accum"] == m.buckets["synced"]
     assert m.buckets["local"] == [] and m.buckets["accum_local"] == []  # no_sync: no all-reduce at all
-    assert set(m.seconds) == {"synced", "local", "accum", "accum_local", "allreduce"}
-    assert all(len(v) == 2 for v in m.seconds.values())  # rounds · calls, for each of the 2 ranks
+    assert set(m.seconds) == {"synced", "local", "accum", "accum_local", "allreduce", "alone"}
+    assert all(len(v) == (1 if k == "alone" else 2) for k, v in m.seconds.items())  # rounds · calls, each rank's
+    assert m.per_rank[1]["alone"] == [] and m.round_medians("alone") == m.per_rank[0]["alone"]  # rank 0's alone
+    assert m.ratio("local", "alone").median == m.per_rank[0]["local"][0] / m.per_rank[0]["alone"][0]
+    assert sum(p.numel() for p in comm.ddp_model(spec).parameters()) == m.n_params
     mean = (m.local_grads[0] + m.local_grads[1]) / 2
     assert np.array_equal(m.synced_grads[0], m.synced_grads[1])
     np.testing.assert_allclose(m.synced_grads[0], mean, rtol=1e-6, atol=1e-9)

@@ -186,6 +186,8 @@ def test_course_cli_rejects_unknown_assignment(tmp_path: Path, monkeypatch: pyte
         ("import sqlite3", "imports sqlite3"),
         ("import lecturelib.grading as g\nvars(g)['_report'] = print", "patches lecturelib.grading"),
         ("open(name, 'a').write('x')", "writes a file"),
+        ("def f(p):\n    open('notes.txt', 'w').write(p)", "writes a file"),  # not a path the caller named
+        ("import os\ndef f(p):\n    open(os.getcwd() + p, 'wb')", "writes a file"),
         ("import os\nos.readlink(f'/proc/{os.getppid()}/cwd')", "looks at other processes"),
         ("p = 'x/gradebook.db'", "names a place of grading (gradebook)"),
         # a rename is an atomic write only onto a path the caller gave, from a path made of that same path
@@ -208,6 +210,8 @@ def test_audit_source_flags_tampering(source: str, finding: str) -> None:
     "import os, torch\ndef save(state, path):\n    tmp = path + '.tmp'\n    torch.save(state, tmp)\n    os.replace(tmp, path)",
     "from os import replace\nfrom pathlib import Path\ndef save(path):\n    replace(Path(path).with_suffix('.tmp'), path)",
     "import os\ndef save(path):\n    os.rename(f'{path}.part', path)",
+    "import os, torch\ndef save(state, path):\n    tmp = path + '.tmp'\n    with open(tmp, 'wb') as f:\n"
+    "        torch.save(state, f)\n        os.fsync(f.fileno())\n    os.replace(tmp, path)",
 ])
 def test_audit_source_passes_an_atomic_write_of_the_callers_file(source: str) -> None:
     assert audit_source(source, {"matmul_flops"}) == []

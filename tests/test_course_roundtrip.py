@@ -38,6 +38,7 @@ from lecturelib.course.term.feedback import _plain, feedback, hidden_lines
 from lecturelib.course.grading.guard import gradebook_cells
 from lecturelib.course.layout import Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook, write_notebook
 from lecturelib.course.release.reference import MARK, reference_chunks
+from gradebook_helpers import grade_the_written_answers
 from wrong_answers import Wrong
 from wrong_answers import load as load_wrong
 
@@ -716,6 +717,7 @@ def test_roundtrip_feedback_never_shows_hidden_tests(graded, assignment: str) ->
     every check fails (the pages' filter is the same code for every notebook: what differs is the hidden tests)."""
     course, plan = graded[assignment]
     students = None if assignment == PILOT else ["untouched", *plan.teaches]
+    grade_the_written_answers(course)  # feedback waits for the written answers (the reflections) to be graded
     problems = feedback(course, [assignment], students)  # no leak of hidden tests or graders' references; a page each
     ungraded = sorted(s for s, o in plan.outcomes.items() if not o.graded)  # but what could not be graded
     assert [p.split(" not written: ")[0] for p in problems] == [f"feedback/{s}/{assignment}/{assignment}.html"

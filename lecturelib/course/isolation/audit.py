@@ -73,7 +73,8 @@ def _merge(parts: list[set[str] | None]) -> set[str] | None:
 
 
 def _atomic_writes(tree: ast.AST, resolve: Callable[[str], str]) -> set[int]:
-    """The os.replace/os.rename calls (by id) that finish an atomic write of a file the caller named: inside a
+    """The os.replace/os.rename calls (by id) that finish an atomic write of a file the caller named, and the open()
+    calls that write it or its temporary twin (a path made from a parameter of the function): inside a
     function, the target is one of its parameters and the file moved onto it a path made from that same
     parameter (`tmp = path + ".tmp"; torch.save(state, tmp); os.replace(tmp, path)`, as a checkpoint is saved).
     A rename whose paths come from anywhere else (a literal, the working folder, a listing) is no such write."""
@@ -123,6 +124,11 @@ def _atomic_writes(tree: ast.AST, resolve: Callable[[str], str]) -> set[int]:
             return None
 
         for n in body:
+            # open() of a path made from the caller's parameter: writing the file the caller named (or its
+            # temporary twin, before the rename)
+            if isinstance(n, ast.Call) and resolve(_dotted(n.func)) in ("open", "io.open") and n.args and \
+                    roots(n.args[0]):
+                found.add(id(n))
             if isinstance(n, ast.Call) and resolve(_dotted(n.func)) in RENAMES and len(n.args) == 2 and not n.keywords:
                 target = n.args[1]
                 source = roots(n.args[0])
@@ -185,7 +191,7 @@ def audit_source(source: str, asked: set[str]) -> list[tuple[int, str]]:
                 found.append((line, f"runs code the audit cannot read ({name})"))
             elif name in ("open", "pathlib.Path", "Path", "io.open") and any(_outside_path(a) for a in node.args):
                 found.append((line, "opens a path outside its folder"))
-            elif name in ("open", "io.open") and any(
+            elif name in ("open", "io.open") and id(node) not in atomic and any(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) & set("wax+")
                 for a in node.args[1:2] + [k.value for k in node.keywords if k.arg == "mode"]
             ):
