@@ -16,21 +16,25 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from lecturelib.course.collect import RefuseZipCollect, SafeExchangeCollect
-from lecturelib.course.feedback import HideOutputsAfterHiddenChecks
-from lecturelib.course.preprocessors import (
+from lecturelib.course.grading import (
     GradingExecute,
     JudgeChecks,
+    OnlyFromTheCourse,
     PrepareChecks,
     RedactTests,
     RestoreMissingCells,
     SanitizeNotebook,
 )
-from lecturelib.course.autograde import OnlyFromTheCourse
-from lecturelib.course.grades import SafeCsvExport
 from lecturelib.course.layout import scripts_on_path
-from lecturelib.course.reference import AddReference, StripReference
-from lecturelib.course.roster import EscapeNames, guard_gradebook
+from lecturelib.course.release import AddReference, StripReference
+from lecturelib.course.term import (
+    EscapeNames,
+    HideOutputsAfterHiddenChecks,
+    RefuseZipCollect,
+    SafeCsvExport,
+    SafeExchangeCollect,
+    guard_gradebook,
+)
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -38,7 +42,7 @@ c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 # gradebook.db (a roster import, a due date); this interpreter's bin/ (the venv's) first on PATH finds it.
 scripts_on_path()
 # Every student written into a gradebook by any nbgrader command or by Formgrader: plain ids, names as text
-# (lecturelib.course.roster); nbgrader's manual grading page prints names into its HTML, so it gets them escaped.
+# (lecturelib.course.term.roster); nbgrader's manual grading page prints names into its HTML, so it gets them escaped.
 guard_gradebook()
 c.HTMLExporter.preprocessors = [EscapeNames]
 
@@ -111,7 +115,7 @@ c.Autograde.autograde_preprocessors = [
 # references AddReference wrote.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripReference, HideOutputsAfterHiddenChecks,
                                     SanitizeNotebook, CSSHTMLHeaderPreprocessor]
-# Pages of Formgrader and feedback: Markdown and outputs through the course's allow-list (lecturelib.course.sanitize),
-# no JavaScript or widget output, no widget state, whatever the notebook holds.
+# Pages of Formgrader and feedback: Markdown and outputs through the course's allow-list
+# (lecturelib.course.isolation.sanitize), no JavaScript or widget output, no widget state, whatever the notebook holds.
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.filters = {"clean_html": "lecturelib.course.sanitize.clean_html"}
+c.HTMLExporter.filters = {"clean_html": "lecturelib.course.isolation.sanitize.clean_html"}

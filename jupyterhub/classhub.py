@@ -166,7 +166,7 @@ def _world_readable(path: Path) -> None:
 
 def students_course(course_root: Path, dest: Path) -> None:
     """The students' course in `dest` (`course bundle`: what students get without the hub), readable by everyone."""
-    from lecturelib.course.bundle import BundleError, bundle
+    from lecturelib.course.release.bundle import BundleError, bundle
     from lecturelib.course.layout import Course
 
     try:

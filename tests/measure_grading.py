@@ -42,11 +42,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.update({"LECTURELIB_QUICK": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
     sys.path.insert(0, str(ROOT / "tests"))
-    from lecturelib.course import task
-    from lecturelib.course.autograde import autograde
-    from lecturelib.course.build import build
+    from lecturelib.course.grading import task
+    from lecturelib.course.grading.autograde import autograde
+    from lecturelib.course.release.build import build
     from lecturelib.course.layout import Course, fill_answers, read_notebook, write_notebook
-    from lecturelib.course.worker import COURSE_ENV
+    from lecturelib.course.grading.worker import COURSE_ENV
 
     a = args.assignment
     base = Path(tempfile.mkdtemp(prefix="measure-grading-"))
@@ -85,15 +85,17 @@ def main() -> None:
         if label.startswith("2-worker"):
             from distributed import LocalCluster
 
-            from lecturelib.course import credentials
+            from lecturelib.course.grading import credentials
 
             os.environ[COURSE_ENV] = str(course.root)
             credentials.create(course.root / "cluster", "127.0.0.1")
             security = credentials.security(course.root / "cluster", "scheduler", "worker", "coordinator")
             with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
                               protocol="tls://", security=security, dashboard_address="127.0.0.1:0", memory_limit=0,
-                              preload=["lecturelib.course.worker"], preload_nanny=["lecturelib.course.credentials"],
-                              scheduler_kwargs={"preload": ["lecturelib.course.credentials"]}, silence_logs=50) as lc:
+                              preload=["lecturelib.course.grading.worker"],
+                              preload_nanny=["lecturelib.course.grading.credentials"],
+                              scheduler_kwargs={"preload": ["lecturelib.course.grading.credentials"]},
+                              silence_logs=50) as lc:
                 start = time.perf_counter()
                 report = autograde(course, [a], scheduler=lc.scheduler_address, force=True)
                 seconds = time.perf_counter() - start

@@ -29,9 +29,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lecturelib.course.feedback import _plain, hidden_lines
+from lecturelib.course.term.feedback import _plain, hidden_lines
 from lecturelib.course.layout import Course, fill_answers, nbgrader_meta, read_notebook, write_notebook
-from lecturelib.course.roster import plain_text
+from lecturelib.course.term.roster import plain_text
 from lecturelib.runmode import QUICK_ENV
 
 from gradebook_helpers import grade_the_written_answers

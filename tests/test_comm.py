@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lecturelib import comm, hardware
-from lecturelib.course import sandbox
+from lecturelib.course.isolation import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 2**20

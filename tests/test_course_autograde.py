@@ -25,14 +25,15 @@ import pytest
 from nbformat.notebooknode import NotebookNode
 from nbgrader.utils import compute_checksum
 
-from lecturelib.course import autograde as autograde_module
-from lecturelib.course import sandbox, task
+from lecturelib.course.grading import autograde as autograde_module
+from lecturelib.course.isolation import sandbox
+from lecturelib.course.grading import task
 from lecturelib.course.__main__ import main
-from lecturelib.course.autograde import autograde, format_table
-from lecturelib.course.build import build
-from lecturelib.course.collect import read_time, time_text
-from lecturelib.course.guard import RunCheck, gradebook_cells
-from lecturelib.course.run import Run
+from lecturelib.course.grading.autograde import autograde, format_table
+from lecturelib.course.release.build import build
+from lecturelib.course.term.collect import read_time, time_text
+from lecturelib.course.grading.guard import RunCheck, gradebook_cells
+from lecturelib.course.grading.run import Run
 from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, read_notebook, write_notebook
 from test_course_build import cell, toy, toy_course
 from test_course_collect import other_assignment, readme_commands
@@ -344,7 +345,7 @@ def test_feedback_names_every_submission_it_could_not_write(course: Course, monk
 
 
 def test_format_table_says_what_waits_for_manual_grading() -> None:
-    from lecturelib.course.autograde import Outcome
+    from lecturelib.course.grading.autograde import Outcome
 
     table = format_table([Outcome("ann", "02", 9.0, 9.0, 3.0, None, True), Outcome("bob", "02", 9.0, 9.0, 3.0, 2.0, True),
                           Outcome("cy", "02", problems=["could not be graded: x"])])
@@ -355,7 +356,7 @@ def test_format_table_says_what_waits_for_manual_grading() -> None:
 
 @pytest.mark.parametrize(("cores", "workers", "threads"), [(2, 2, "1"), (16, 4, "4"), (2, 3, "1"), (8, 1, "8")])
 def test_parallel_kernels_share_the_cores(monkeypatch: pytest.MonkeyPatch, cores: int, workers: int, threads: str) -> None:
-    from lecturelib.course.run import thread_env
+    from lecturelib.course.grading.folders import thread_env
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     assert thread_env(workers) == {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
@@ -368,7 +369,7 @@ def test_restore_missing_cells_leaves_a_cell_the_release_does_not_manage(tmp_pat
     """A release cell without nbgrader metadata (the course's prose) whose id a submission cell shares is no
     managed cell to restore: that cell stays the student's, and cells whose metadata an editor dropped still get
     the release's back by their ids (formerly a KeyError on 'grade_id' that stopped grading)."""
-    from lecturelib.course.preprocessors import RestoreMissingCells
+    from lecturelib.course.grading.preprocessors import RestoreMissingCells
 
     release = toy()
     release.cells.insert(1, nbformat.v4.new_markdown_cell("Some prose the course does not grade."))

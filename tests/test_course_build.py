@@ -11,8 +11,8 @@ import pytest
 from nbformat.notebooknode import NotebookNode
 
 from lecturelib.course.__main__ import main
-from lecturelib.course.audit import asked_functions, audit_source
-from lecturelib.course.build import build, check
+from lecturelib.course.isolation.audit import asked_functions, audit_source
+from lecturelib.course.release.build import build, check
 from lecturelib.course.layout import Course, fill_answers, make_solution, read_notebook, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]

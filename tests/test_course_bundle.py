@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from lecturelib.course.__main__ import main
-from lecturelib.course.build import execute
-from lecturelib.course.bundle import MARKER, scan, secret_lines
+from lecturelib.course.release.build import execute
+from lecturelib.course.release.bundle import MARKER, scan, secret_lines
 from lecturelib.course.layout import Course, read_notebook
-from lecturelib.course.reference import reference_chunks
+from lecturelib.course.release.reference import reference_chunks
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = Course(ROOT)

@@ -1,4 +1,4 @@
-"""lecturelib.course.collect and roster: LMS downloads become submissions of the roster's students.
+"""lecturelib.course.term.collect and roster: LMS downloads become submissions of the roster's students.
 
 Canvas's and Moodle's names decide who an upload is from (their own ids, mapped onto the roster); a name the student
 typed inside the file name never does; an id the roster lacks is refused, saying how to add the student. No kernel
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from lecturelib.course.__main__ import main
-from lecturelib.course.collect import Releases, collect_downloads, lms_name
+from lecturelib.course.term.collect import Releases, collect_downloads, lms_name
 from lecturelib.course.layout import Course, alembic_head, nbgrader_meta, scripts_on_path, write_notebook
-from lecturelib.course.roster import EscapeNames, read_roster, read_roster_csv, read_worksheet
+from lecturelib.course.term.roster import EscapeNames, read_roster, read_roster_csv, read_worksheet
 from test_course_build import toy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.course import credentials, dispatch, task
+from lecturelib.course.grading import credentials, dispatch, task
 from lecturelib.course.__main__ import main
-from lecturelib.course.autograde import autograde
+from lecturelib.course.grading.autograde import autograde
 from lecturelib.course.layout import Course
-from lecturelib.course.worker import COURSE_ENV, command
+from lecturelib.course.grading.worker import COURSE_ENV, command
 from test_course_autograde import ASSIGNMENT, RIGHT, built, course, needs_sandbox, submit  # noqa: F401 - fixtures
 
 distributed = pytest.importorskip("distributed")
@@ -46,7 +46,7 @@ EXPECTED = {"honest": 2.0, "blank": 0.0, "wrong": 0.0, "crash": 0.0}
 # 32: it passes the task on to the real grading, with the notebook swapped).
 ROGUE = """
 import dataclasses
-from lecturelib.course import task
+from lecturelib.course.grading import task
 
 _grade = getattr(task, "honest_grade_data", task.grade_data)  # Dask imports a preload file twice
 task.honest_grade_data = _grade
@@ -88,8 +88,8 @@ def _start_rogue(course: Course, address: str, tmp_path: Path) -> subprocess.Pop
 @pytest.fixture
 def cluster(course: Course, tmp_path: Path) -> Iterator[tuple[Course, str, object, object]]:
     """The course's certificates; a scheduler guarded as `course scheduler` guards it, two single-thread worker
-    processes started for the course (lecturelib.course.worker, nannies guarded), all over mutual TLS; and a rogue
-    worker with the course's worker certificate (it is one of the instructor's machines, compromised)."""
+    processes started for the course (lecturelib.course.grading.worker, nannies guarded), all over mutual TLS; and a
+    rogue worker with the course's worker certificate (it is one of the instructor's machines, compromised)."""
     from distributed import Client, LocalCluster
 
     folder = course.root / "cluster"
@@ -100,8 +100,9 @@ def cluster(course: Course, tmp_path: Path) -> Iterator[tuple[Course, str, objec
     try:
         with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
                           protocol="tls://", security=security, dashboard_address="127.0.0.1:0", memory_limit=0,
-                          preload=["lecturelib.course.worker"], preload_nanny=["lecturelib.course.credentials"],
-                          scheduler_kwargs={"preload": ["lecturelib.course.credentials"]},
+                          preload=["lecturelib.course.grading.worker"],
+                          preload_nanny=["lecturelib.course.grading.credentials"],
+                          scheduler_kwargs={"preload": ["lecturelib.course.grading.credentials"]},
                           silence_logs=50) as lc, Client(lc, security=security, set_as_default=False) as client:
             rogue = _start_rogue(course, lc.scheduler_address, tmp_path)  # starts while the two honest ones do
             lc.scale(2)
@@ -325,6 +326,6 @@ def test_worker_command_runs_dask_worker_with_the_course_certificate_and_the_pre
     assert cmd[1:] == ["-m", "distributed.cli.dask_worker", "tls://10.0.0.1:8786", "--nworkers", "1", "--nthreads", "4",
                        "--memory-limit", "0", "--protocol", "tls", "--tls-ca-file", "/c/cluster/ca.pem",
                        "--tls-cert", "/c/cluster/worker.pem", "--tls-key", "/c/cluster/worker.key", "--no-dashboard",
-                       "--dashboard-address", "127.0.0.1:0", "--preload", "lecturelib.course.worker",
-                       "--preload-nanny", "lecturelib.course.credentials", "--name", "lab-3"]
+                       "--dashboard-address", "127.0.0.1:0", "--preload", "lecturelib.course.grading.worker",
+                       "--preload-nanny", "lecturelib.course.grading.credentials", "--name", "lab-3"]
     assert Path(cmd[0]).name.startswith("python")

@@ -1,4 +1,4 @@
-"""lecturelib.course.grades: the Canvas gradebook-import CSV, per assignment and per graded cell (exact files).
+"""lecturelib.course.term.grades: the Canvas gradebook-import CSV, per assignment and per graded cell (exact files).
 
 Partial totals stay blank, the columns are the assignments somebody has a grade in (or those asked for), Canvas's
 ids go into the titles, an upload collected but not graded says so, and no text cell starts a spreadsheet formula
@@ -16,7 +16,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from lecturelib.course.__main__ import main
-from lecturelib.course.grades import SafeCsvExport, export, spreadsheet_text, to_csv
+from lecturelib.course.term.grades import SafeCsvExport, export, spreadsheet_text, to_csv
 from lecturelib.course.layout import Course, scripts_on_path
 
 DUE = datetime.datetime(2026, 12, 1, 12, 0, 0)

@@ -1,4 +1,4 @@
-"""lecturelib.course.reference: the written answers' references reach graders in Formgrader, never students."""
+"""lecturelib.course.release.reference: the written answers' references reach graders in Formgrader, never students."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 from lecturelib.course.layout import nbgrader_meta, write_notebook
-from lecturelib.course.reference import HEADING, MARK, AddReference, StripReference, chunks, reference_chunks
+from lecturelib.course.release.reference import HEADING, MARK, AddReference, StripReference, chunks, reference_chunks
 
 REGION = ("**Reference answer.** The cost grows as n³ because every output element is a dot product of length n.\n\n"
           "**Rubric** (1 point each): the mechanism; the student's own numbers; a trade-off.\n\n"

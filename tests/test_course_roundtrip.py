@@ -31,13 +31,13 @@ import nbformat
 import pytest
 from nbformat.notebooknode import NotebookNode
 
-from lecturelib.course import sandbox
-from lecturelib.course.audit import audit
-from lecturelib.course.autograde import Outcome, Report, autograde, score_text
-from lecturelib.course.feedback import _plain, feedback, hidden_lines
-from lecturelib.course.guard import gradebook_cells
+from lecturelib.course.isolation import sandbox
+from lecturelib.course.isolation.audit import audit
+from lecturelib.course.grading.autograde import Outcome, Report, autograde, score_text
+from lecturelib.course.term.feedback import _plain, feedback, hidden_lines
+from lecturelib.course.grading.guard import gradebook_cells
 from lecturelib.course.layout import Course, fill_answers, is_test_cell, nbgrader_meta, read_notebook, write_notebook
-from lecturelib.course.reference import MARK, reference_chunks
+from lecturelib.course.release.reference import MARK, reference_chunks
 from gradebook_helpers import grade_the_written_answers
 from wrong_answers import Wrong
 from wrong_answers import load as load_wrong

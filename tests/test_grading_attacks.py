@@ -25,12 +25,12 @@ import nbformat
 import pytest
 from nbformat.notebooknode import NotebookNode
 
-from lecturelib.course import sandbox
-from lecturelib.course.audit import audit
-from lecturelib.course.autograde import Report, autograde
-from lecturelib.course.build import build
-from lecturelib.course.collect import collect_downloads
-from lecturelib.course.feedback import _plain, feedback, hidden_inputs, hidden_lines, leak
+from lecturelib.course.isolation import sandbox
+from lecturelib.course.isolation.audit import audit
+from lecturelib.course.grading.autograde import Report, autograde
+from lecturelib.course.release.build import build
+from lecturelib.course.term.collect import collect_downloads
+from lecturelib.course.term.feedback import _plain, feedback, hidden_inputs, hidden_lines, leak
 from lecturelib.course.layout import Course, is_test_cell, nbgrader_meta, read_notebook
 from test_course_build import toy, toy_course
 
@@ -499,7 +499,7 @@ def test_hidden_verdicts_never_name_a_students_own_class() -> None:
     "![i](data:image/svg+xml;base64,PHN2Zz4=)", "<math><mtext><img src=x onerror=alert(1)></mtext></math>",
 ])
 def test_sanitize_makes_student_markdown_inert(markup: str) -> None:
-    from lecturelib.course.sanitize import clean_markdown, risky_markup
+    from lecturelib.course.isolation.sanitize import clean_markdown, risky_markup
     from nbconvert.filters.markdown import markdown2html
 
     assert risky_markup(markup)
@@ -528,7 +528,7 @@ def active_markup(html: str) -> list[str]:
 def test_sanitize_keeps_honest_markdown_and_outputs() -> None:
     from nbformat.notebooknode import from_dict
 
-    from lecturelib.course.sanitize import clean_markdown, clean_output
+    from lecturelib.course.isolation.sanitize import clean_markdown, clean_output
 
     honest = ("## My answer: `x` and ü?/\n\n*It* costs $O(n^2)$ FLOPs, `a < b`, [docs](https://pytorch.org), [up](#top)\n\n"
               "| a | b |\n|---|---|\n| 1 | 2 |\n\n<details><summary>hint</summary>x</details>")
@@ -554,8 +554,8 @@ def test_sanitize_and_audit_see_through_entity_encoded_svg_links(svg: str) -> No
     import matplotlib.pyplot as plt
     from nbformat.notebooknode import from_dict
 
-    from lecturelib.course.audit import markup_findings
-    from lecturelib.course.sanitize import DROPPED_NOTE, clean_output
+    from lecturelib.course.isolation.audit import markup_findings
+    from lecturelib.course.isolation.sanitize import DROPPED_NOTE, clean_output
 
     out = from_dict({"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": svg}})
     assert clean_output(out).data == {"text/plain": DROPPED_NOTE.format(types="image/svg+xml")}
@@ -571,7 +571,7 @@ def test_sanitize_and_audit_see_through_entity_encoded_svg_links(svg: str) -> No
 
 def test_logs_are_read_bounded(tmp_path: Path) -> None:
     """Item 5: a sparse 4 GiB log is read as its first and last 2 MiB, in well under a second."""
-    from lecturelib.course.run import read_log
+    from lecturelib.course.grading.folders import read_log
 
     log = tmp_path / "sparse.log"
     with open(log, "wb") as f:
@@ -585,7 +585,7 @@ def test_logs_are_read_bounded(tmp_path: Path) -> None:
 
 def test_message_size_counts_every_part() -> None:
     """Item 7: content, metadata and buffers, nested as deep as a kernel likes, without recursion."""
-    from lecturelib.course.preprocessors import message_bytes
+    from lecturelib.course.grading.execute import message_bytes
 
     deep: list = []
     for _ in range(100_000):

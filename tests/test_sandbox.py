@@ -1,4 +1,4 @@
-"""lecturelib.course.sandbox: what a sandboxed process sees, may write, may reach, and how much it may use."""
+"""lecturelib.course.isolation.sandbox: what a sandboxed process sees, may write, may reach, and how much it may use."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.course import sandbox
-from lecturelib.course.autograde import SandboxUnavailable, check_sandbox
+from lecturelib.course.isolation import sandbox
+from lecturelib.course.grading.autograde import SandboxUnavailable, check_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 2**20
@@ -257,7 +257,7 @@ print(subprocess.run(["echo", "child"], capture_output=True, text=True).stdout.s
 
 
 def test_seccomp_program_for_each_architecture() -> None:
-    from lecturelib.course import seccomp
+    from lecturelib.course.isolation import seccomp
 
     for arch in ("x86_64", "aarch64"):
         program = seccomp.program(arch)
@@ -313,7 +313,7 @@ def test_sandbox_bounds_shared_memory(config: sandbox.Config, capfd: pytest.Capt
                                       monkeypatch: pytest.MonkeyPatch, how: str, group: bool) -> None:
     """Item 8: 2 GiB of memfd or MAP_SHARED memory under a 1 GiB limit ends the sandbox, in a memory cgroup (where
     this machine lets the grader make one) or, without one, by the supervisor's count."""
-    from lecturelib.course import cgroup
+    from lecturelib.course.isolation import cgroup
 
     if group:
         probe, why = cgroup.create("lecturelib-probe", 2**30, 64)

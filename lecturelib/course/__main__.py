@@ -11,18 +11,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lecturelib.course import grades, roster
-from lecturelib.course.audit import audit, format_findings
-from lecturelib.course.autograde import SUBMISSION_TIMEOUT_S, SandboxUnavailable, autograde, format_table, printable
-from lecturelib.course.build import build, check
-from lecturelib.course.bundle import BundleError, bundle
-from lecturelib.course.collect import LMS_NAMES, collect_downloads
-from lecturelib.course.credentials import DEFAULT_PORT, CredentialsError
-from lecturelib.course.dispatch import ClusterError
-from lecturelib.course.feedback import feedback
+from lecturelib.course.grading import (
+    DEFAULT_PORT,
+    SUBMISSION_TIMEOUT_S,
+    ClusterError,
+    CredentialsError,
+    RunLocked,
+    SandboxUnavailable,
+    autograde,
+    format_table,
+    printable,
+)
+from lecturelib.course.isolation import GIB, Limits, audit, format_findings
 from lecturelib.course.layout import Course, find_root, repair_gradebook, scripts_on_path
-from lecturelib.course.run import RunLocked
-from lecturelib.course.sandbox import GIB, Limits
+from lecturelib.course.release import BundleError, build, bundle, check
+from lecturelib.course.term import LMS_NAMES, collect_downloads, feedback, grades, roster
 
 
 def _assignments(course: Course, names: list[str]) -> list[str]:
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         print(note)
     if args.command == "build":
         kept: list[str] = []
-        problems = build(course, notes=kept)
+        problems = build.build(course, notes=kept)
         for note in kept:
             print(printable(note))
         success = "built notebooks/ (the release) and solutions/ from source/"
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                                              if not args.no_execute else "no drift (the notebooks were not run)")
     elif args.command == "autograde":
         try:
-            report = autograde(course, _assignments(course, args.assignments), workers=args.workers,
+            report = autograde.autograde(course, _assignments(course, args.assignments), workers=args.workers,
                                students=args.students, timeout_s=args.timeout, cell_timeout_s=args.cell_timeout,
                                sandboxed=not args.no_sandbox, limits=Limits(memory_bytes=int(args.memory_limit * GIB)),
                                scheduler=args.scheduler, credentials=args.credentials, progress_bar=True,
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "bundle":
         dirty: list[str] = []
         try:
-            shown = bundle(course, Path(args.out), notes=dirty)
+            shown = bundle.bundle(course, Path(args.out), notes=dirty)
         except BundleError as e:
             print(f"no bundle written: {e}", file=sys.stderr)
             return 1 if "must not see" in str(e) else 2
@@ -175,11 +178,11 @@ def main(argv: list[str] | None = None) -> int:
             print(printable(note))
         return 0
     elif args.command == "audit":
-        print(format_findings(audit(course, _assignments(course, args.assignments))))
+        print(format_findings(audit.audit(course, _assignments(course, args.assignments))))
         return 0
     else:
         names = _assignments(course, args.assignments)
-        problems = feedback(course, names, args.student)
+        problems = feedback.feedback(course, names, args.student)
         pages = sorted(p for a in names for p in course.feedback.glob(f"*/{a}/*.html")
                        if args.student is None or p.parent.parent.name in args.student)
         for problem in problems:
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 def _cluster_command(course: Course, args: argparse.Namespace) -> None:
     """`scheduler` and `worker` (which run until stopped), and the check of `autograde --scheduler`'s address and
     certificates; CredentialsError, in one line, where they are not the course's."""
-    from lecturelib.course import credentials
+    from lecturelib.course.grading import credentials
 
     folder = credentials.folder_of(course.root, args.credentials)
     if args.command == "scheduler":
@@ -215,7 +218,7 @@ def _cluster_command(course: Course, args: argparse.Namespace) -> None:
     credentials.require_tls(args.scheduler)
     credentials.require(folder, "worker" if args.command == "worker" else "coordinator")
     if args.command == "worker":
-        from lecturelib.course import worker
+        from lecturelib.course.grading import worker
 
         os.environ["LECTURELIB_COURSE"] = str(course.root)
         os.environ.update(credentials.WORKER_ENV)

@@ -21,7 +21,7 @@ graded.
   of `nbgrader zip_collect` (which the course's configuration refuses: it lets any zip member name any student,
   extracts zips inside zips and aborts the whole class on one duplicate): each upload speaks only for the student
   the LMS named it after (Canvas's user id, Moodle's participant number, mapped onto the roster's ids by
-  lecturelib.course.roster; a name the student typed inside the file name never decides), archives are checked
+  lecturelib.course.term.roster; a name the student typed inside the file name never decides), archives are checked
   (names, sizes, ratios, no nesting) before anything is extracted, and a bad upload costs only itself.
 """
 
@@ -44,9 +44,9 @@ from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.plugins.zipcollect import ExtractorPlugin
 from nbgrader.utils import parse_utc
 
-from lecturelib.course import roster
+from lecturelib.course.term import roster
 from lecturelib.course.layout import Course
-from lecturelib.course.roster import STUDENT_ID, valid_student  # noqa: F401 - STUDENT_ID: re-exported
+from lecturelib.course.term.roster import STUDENT_ID, valid_student  # noqa: F401 - STUDENT_ID: re-exported
 
 MAX_FILE_BYTES = 64 * 2**20  # one notebook or data file
 MAX_UPLOAD_BYTES = 128 * 2**20  # everything one upload (a zip) expands to
@@ -59,7 +59,7 @@ TIMESTAMP = "timestamp.txt"  # written by nbgrader collect: the submission time,
 SECRET = "submission_secret.txt"  # written by nbgrader submit: names the feedback page release_feedback puts out for it
 NOTES = "collect-notes.txt"  # what collect found about a submission, a line each (written by collect, never a student's)
 CLOCK_SLACK_S = 60  # a claimed time this much earlier than the exchange's is a clock's drift, not a claim
-# How each LMS names the files of a bulk download (see lecturelib.course.roster for whom the ids name).
+# How each LMS names the files of a bulk download (see lecturelib.course.term.roster for whom the ids name).
 LMS_NAMES = {
     # STUDENT--FILE, e.g. alice--02_matmul_flops.ipynb: files named by hand (or by the instructor's script); the
     # name is all that says who the student is
@@ -636,7 +636,7 @@ def collect_downloads(course: Course, assignment: str, *, lms: str = "course", f
     named by hand; "canvas" for Canvas's bulk download names; "moodle" for Moodle's per-student folders or files), or
     a bulk download zip whose members are such uploads. An upload is a notebook, a data file, or a zip of them (no
     zip inside it). With canvas and moodle, the LMS's id of the student is mapped onto the roster
-    (lecturelib.course.roster): an id the roster does not have is refused. downloaded/ASSIGNMENT/timestamps.csv
+    (lecturelib.course.term.roster): an id the roster does not have is refused. downloaded/ASSIGNMENT/timestamps.csv
     gives submission times (timestamp.txt). A student already in submitted/ is left alone unless `force`. What is
     worth knowing but refuses nothing goes to `notes`."""
     notes = [] if notes is None else notes

@@ -57,11 +57,12 @@ from traitlets.config.loader import PyFileConfigLoader
 from traitlets.utils.importstring import import_item
 
 import lecturelib
-from lecturelib.course import sandbox
-from lecturelib.course.guard import file_hash, regular_files
+from lecturelib.course.isolation import sandbox
+from lecturelib.course.grading.guard import file_hash, regular_files
 from lecturelib.course.layout import Course, find_root, nbgrader_env, nbgrader_meta, read_notebook
-from lecturelib.course.preprocessors import SANDBOX_ENV
-from lecturelib.course.run import PRIVATE_PREFIX, read_log, short_folder, short_multiprocessing_folder, thread_env
+from lecturelib.course.grading.execute import SANDBOX_ENV
+from lecturelib.course.grading.folders import (PRIVATE_PREFIX, read_log, short_folder, short_multiprocessing_folder,
+                                               thread_env)
 from lecturelib.runmode import QUICK_ENV
 
 # The preprocessors that write the gradebook run in the coordinator, on the notebook a worker returns; those that
@@ -70,8 +71,9 @@ WRITES_GRADEBOOK = (SaveAutoGrades, AssignLatePenalties)
 READS_GRADEBOOK = (OverwriteCells, OverwriteKernelspec, GetGrades, SaveCells)
 # Imported once by the process every grading process is forked from: what nbgrader_config.py and the preprocessors
 # need (nbformat's schema alone takes seconds to import), so that no submission pays it.
-PRELOAD = ["lecturelib.course.task", "lecturelib.course.autograde", "lecturelib.course.reference",
-           "lecturelib.course.collect", "lecturelib.course.feedback", "nbclient", "nbgrader.preprocessors"]
+PRELOAD = ["lecturelib.course.grading.task", "lecturelib.course.grading.autograde",
+           "lecturelib.course.release.reference", "lecturelib.course.term.collect", "lecturelib.course.term.feedback",
+           "nbclient", "nbgrader.preprocessors"]
 LOG_FORMAT = "%(asctime)s [%(name)s | %(levelname)s] %(message)s"
 
 
@@ -349,7 +351,8 @@ def _worker_slots() -> int:
 def _refusal(task: Task, kit: Kit, where: str) -> str:
     if _HOST.root is None:
         return (f"worker {where} grades for no course: start workers in the course's folder with "
-                f"`python -m lecturelib.course worker SCHEDULER` (or `dask worker --preload lecturelib.course.worker`)")
+                f"`python -m lecturelib.course worker SCHEDULER` (or `dask worker --preload "
+                f"lecturelib.course.grading.worker`)")
     if kit.version != _HOST.version:
         return (f"worker {where} runs another version of the course (lecturelib and release {_HOST.version[:12]}, "
                 f"the coordinator's {kit.version[:12]}): bring its checkout and venv up to date and grade again")
@@ -493,7 +496,7 @@ def _sandbox_process(pid: int) -> bool:
             cmdline = f.read()
     except (OSError, IndexError):
         return False
-    return b"lecturelib.course.sandbox" in cmdline or b"bwrap" in cmdline
+    return b"lecturelib.course.isolation.sandbox" in cmdline or b"bwrap" in cmdline
 
 
 # -- the grading process ------------------------------------------------------------------------------------------
@@ -624,7 +627,7 @@ def save(course: Course, result: Result) -> list[str]:
     it. A submission that could not be graded leaves no autograded/ folder (as nbgrader leaves none); one that a
     worker refused or lost is not saved at all: its earlier grades stay until it is graded. Returns notes: a
     timestamp.txt that is no time is not used (the submission then has none), and said so."""
-    from lecturelib.course.collect import TIMESTAMP, read_time
+    from lecturelib.course.term import TIMESTAMP, read_time
 
     dest = course.autograded / result.student / result.assignment
     if dest.is_symlink():
@@ -681,7 +684,7 @@ def sandbox_unavailable() -> str | None:
 def answer_cells(nb: NotebookNode) -> dict[str, tuple[str, str]]:
     """grade_id -> (cell type, source) of every answer cell (nbgrader `solution`) of `nb`; graders' reference cells
     (AddReference's) are not answers."""
-    from lecturelib.course.reference import MARK
+    from lecturelib.course.release import MARK
 
     return {meta["grade_id"]: (cell.cell_type, cell.source) for cell in nb.cells
             if not cell.get("metadata", {}).get(MARK) and (meta := nbgrader_meta(cell)).get("solution")
@@ -692,7 +695,7 @@ def expected_answers(config: TraitletsConfig, task: Task, name: str) -> dict[str
     """The answer cells grading must leave in notebook `name` of `task`'s submission: its own, after the course's
     sanitize preprocessors (duplicates, restored cells) and, where the course cleans them (SanitizeNotebook), with
     Markdown made inert as grading makes it. Reads the release that `config`'s paths name (the coordinator's)."""
-    from lecturelib.course.preprocessors import SanitizeNotebook
+    from lecturelib.course.grading.preprocessors import SanitizeNotebook
 
     sanitize, worker, _ = preprocessor_lists(config)
     nb = nbformat.reads(task.files[f"{name}.ipynb"].decode("utf-8"), as_version=4)

@@ -46,7 +46,7 @@ ALLOWED: dict[str, dict[str, frozenset[str] | None]] = {
     "worker": {"coordinator": None, "scheduler": None, "worker": WORKER_TO_WORKER},
     "nanny": {"coordinator": None, "scheduler": None, "worker": WORKER_TO_NANNY},
 }
-log = logging.getLogger("lecturelib.course.credentials")
+log = logging.getLogger("lecturelib.course.grading.credentials")
 
 
 class CredentialsError(RuntimeError):
@@ -297,7 +297,8 @@ def _client_stream_only(op: str, handler: Callable[..., Any]) -> Callable[..., A
 
 
 def dask_setup(server: Any) -> None:
-    """Dask's preload hook (`--preload lecturelib.course.credentials`, or a scheduler's `preload=`): guard it."""
+    """Dask's preload hook (`--preload lecturelib.course.grading.credentials`, or a scheduler's `preload=`): guard
+    it."""
     guard(server)
 
 

@@ -32,9 +32,9 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins.export import CsvExportPlugin
 
-from lecturelib.course.collect import read_notes
+from lecturelib.course.term.collect import read_notes
 from lecturelib.course.layout import Course, nbgrader_meta, read_notebook
-from lecturelib.course.roster import LMS_ID, valid_student
+from lecturelib.course.term.roster import LMS_ID, valid_student
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 POINTS_ROW = "    Points Possible"  # as Canvas writes it in its own export (the leading spaces too)

@@ -19,7 +19,6 @@ from pathlib import Path
 from nbgrader.utils import compute_checksum
 
 from lecturelib.course.layout import Course, is_test_cell, nbgrader_meta, read_notebook
-from lecturelib.course.run import course_files
 
 Pair = tuple[str, str]  # (student, assignment)
 
@@ -29,6 +28,20 @@ from grade g join submitted_notebook sn on g.notebook_id = sn.id join notebook n
 join submitted_assignment sa on sn.assignment_id = sa.id join assignment a on sa.assignment_id = a.id
 join base_cell c on g.cell_id = c.id
 """
+
+
+def lecturelib_folder() -> Path:
+    """Where lecturelib is (inside the course root, or a venv's copy elsewhere)."""
+    import lecturelib
+
+    return Path(lecturelib.__file__).parent
+
+
+def course_files(course: Course) -> list[Path]:
+    """What no grading may change: the course's configuration, masters, release and grading code."""
+    roots = [course.source, course.release, lecturelib_folder()]
+    return [course.root / "nbgrader_config.py"] + [p for r in roots if r.is_dir() for p in sorted(r.rglob("*"))
+                                                   if p.is_file() and "__pycache__" not in p.parts]
 
 
 def _rows(db: Path) -> list[tuple]:

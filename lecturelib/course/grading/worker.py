@@ -1,12 +1,12 @@
 """A Dask worker that grades for the course: the preload of `python -m lecturelib.course worker SCHEDULER`.
 
 `python -m lecturelib.course worker tls://HOST:8786` runs `dask worker` with the course's worker certificate (mutual
-TLS, `credentials`), its nanny guarded by `lecturelib.course.credentials`, and this preload, which makes the worker
-grade for the course in its current folder, or in LECTURELIB_COURSE: it lets each peer ask only what its certificate's
-role may (`credentials.guard`), computes the course version (`task.course_version`: lecturelib and notebooks/),
-offers one unit of the Dask resource of that version per thread (`task.worker_resource`: only tasks of a coordinator
-with the same version come to it), and starts the preloaded server its grading processes are forked from, before it
-joins the scheduler.
+TLS, `credentials`), its nanny guarded by `lecturelib.course.grading.credentials`, and this preload, which makes the
+worker grade for the course in its current folder, or in LECTURELIB_COURSE: it lets each peer ask only what its
+certificate's role may (`credentials.guard`), computes the course version (`task.course_version`: lecturelib and
+notebooks/), offers one unit of the Dask resource of that version per thread (`task.worker_resource`: only tasks of a
+coordinator with the same version come to it), and starts the preloaded server its grading processes are forked from,
+before it joins the scheduler.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lecturelib.course import credentials, task
+from lecturelib.course.grading import credentials, task
 
 COURSE_ENV = "LECTURELIB_COURSE"  # the course's folder, where the worker does not start in it
 
@@ -47,5 +47,5 @@ def command(scheduler: str, nthreads: int, name: str | None, extra: list[str], f
            str(nthreads), "--memory-limit", "0", "--protocol", "tls",
            "--tls-ca-file", str(credentials.cert_path(folder, "ca")), "--tls-cert", str(credentials.cert_path(folder, "worker")),
            "--tls-key", str(credentials.key_path(folder, "worker")), "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-           "--preload", "lecturelib.course.worker", "--preload-nanny", "lecturelib.course.credentials"]
+           "--preload", "lecturelib.course.grading.worker", "--preload-nanny", "lecturelib.course.grading.credentials"]
     return cmd + (["--name", name] if name else []) + extra

@@ -19,15 +19,15 @@ from nbgrader.api import Gradebook
 from nbgrader.converters.base import NbGraderException
 
 import lecturelib
-from lecturelib.course import sandbox
-from lecturelib.course.collect import screen, valid_student
-from lecturelib.course.guard import Guard, RunCheck, digest, gradebook_cells, release_points
+from lecturelib.course.isolation import sandbox
+from lecturelib.course.term import screen, valid_student
+from lecturelib.course.grading.guard import Guard, RunCheck, digest, gradebook_cells, release_points
 from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
-from lecturelib.course.preprocessors import SANDBOX_ENV
-from lecturelib.course.dispatch import Cluster, ClusterError, Local, Progress
-from lecturelib.course.run import Run
-from lecturelib.course.task import Kit, Result, Settings, Task, course_version, make_kit, make_task
-from lecturelib.course.task import save as task_save
+from lecturelib.course.grading.execute import SANDBOX_ENV
+from lecturelib.course.grading.dispatch import Cluster, ClusterError, Local, Progress
+from lecturelib.course.grading.run import Run
+from lecturelib.course.grading.task import Kit, Result, Settings, Task, course_version, make_kit, make_task
+from lecturelib.course.grading.task import save as task_save
 
 SUBMISSION_TIMEOUT_S = 1800  # a whole submission; each cell also has nbgrader's Execute.timeout
 UNCHANGED = "unchanged: not graded again"  # the note of a submission skipped as unchanged (`--force` grades it)
@@ -302,7 +302,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
             elif found.gradable and not invalid:
                 submission = make_task(course, *pair, settings)
                 key = grading_key(releases[pair[1]], submission, due.get(pair[1], ""))
-                if force or pair not in with_grades or not run.unchanged(pair, key):
+                if force or pair not in with_grades or not run.ledger.unchanged(pair, key):
                     tasks.append(submission)
                     in_flight.add(pair)
                     run.mark(pair, done=False, grading_key=key)
@@ -349,7 +349,7 @@ def autograde(course: Course, assignments: list[str], *, workers: int = 1, stude
         _read_scores(course, ordered)
         for o in ordered:
             if o.problems:  # graded again next time, changed or not
-                run.forget((o.student, o.assignment))
+                run.ledger.forget((o.student, o.assignment))
     return Report(ordered, notes + others)
 
 

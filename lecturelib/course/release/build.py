@@ -29,7 +29,7 @@ from lecturelib.course.layout import (
     read_notebook,
     write_notebook,
 )
-from lecturelib.course.sandbox import connection_paths, socket_folder
+from lecturelib.course.isolation import connection_paths, socket_folder
 from lecturelib.grading import InvalidTestCell, judge, parse_test_cell, prepare_test_cell
 
 CELL_TIMEOUT_S = 300

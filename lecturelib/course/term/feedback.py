@@ -31,9 +31,9 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
 from lecturelib.course.layout import HIDDEN_MARKS, Course, is_test_cell, nbgrader_meta, read_notebook
-from lecturelib.course.reference import chunks, reference_chunks
+from lecturelib.course.release import chunks, reference_chunks
 
-STOPPED = "GradingStopped"  # preprocessors.STOPPED: the grader's note on a cell it did not run (kept in feedback)
+STOPPED = "GradingStopped"  # grading.execute.STOPPED: the grader's note on a cell it did not run (kept in feedback)
 
 MIN_SECRET_CHARS = 20  # shorter hidden lines ("counted_matmul(") also stand in students' own code
 MIN_INPUT_CHARS = 4  # a hidden input shorter than this (2, 16, "x") also stands in any page
@@ -146,7 +146,7 @@ def feedback(course: Course, assignments: list[str], students: list[str] | None 
     """Generate feedback for every autograded submission (of `students`, if given) whose every graded cell is
     graded; return problems: a submission with a written answer not graded yet (no page), a leak, and every
     submitted notebook that got no page."""
-    from lecturelib.course.grades import waiting
+    from lecturelib.course.term.grades import waiting
 
     problems = []
     for assignment in assignments:

@@ -1,6 +1,6 @@
 """The sandbox every graded kernel runs in: bubblewrap, a private file system, no network, its own processes, limits.
 
-`autograde` writes a kernelspec whose command is this module: ``python -I -m lecturelib.course.sandbox CONFIG
+`autograde` writes a kernelspec whose command is this module: ``python -I -m lecturelib.course.isolation.sandbox CONFIG
 CONNECTION_FILE [KERNEL ARGS]``. It runs outside the sandbox, as a small supervisor, and starts the kernel
 inside one (`bwrap`):
 
@@ -13,12 +13,12 @@ inside one (`bwrap`):
   the grader reaches through /proc/PID/root: the kernel may write to no folder of the machine at all;
 * new user, PID, network (loopback only), IPC, UTS and cgroup namespaces: no network, no view of other
   processes, and every process it starts (`setsid` included) dies with it; no capabilities; a seccomp filter
-  (`lecturelib.course.seccomp`) refuses namespaces, mounts and the kernel's larger attack surfaces;
+  (`lecturelib.course.isolation.seccomp`) refuses namespaces, mounts and the kernel's larger attack surfaces;
 * the kernel's user (uid 1000 inside) is never root outside: when the grader runs as root it is mapped to an
   unprivileged user (HOST_USER, nobody), otherwise to the grader's own user; no descriptor of the grader is
   inherited: stdin is /dev/null, stdout and stderr a pipe that the supervisor reads, keeping LOG_BYTES;
 * limits: memory (RLIMIT_DATA: heap, anonymous mappings, thread stacks) and CPU time per process, file size;
-  where a cgroup can be made (`lecturelib.course.cgroup`), all the sandbox's memory, shared memory included,
+  where a cgroup can be made (`lecturelib.course.isolation.cgroup`), all the sandbox's memory, shared memory included,
   and its tasks; the supervisor also counts, every 0.1 s, processes and threads, files in the sandbox's
   memory-backed folders, and (without a memory cgroup) shared memory: memfd files and shared mappings.
 
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from lecturelib.course import cgroup, seccomp
+from lecturelib.course.isolation import cgroup, seccomp
 
 KERNEL_NAME = "lecturelib-sandbox"
 HOME = "/home/student"  # the kernel's HOME inside the sandbox (a tmpfs)
@@ -731,7 +731,8 @@ def main(argv: list[str] | None = None) -> int:
         print(bench(int(args[1]) if len(args) > 1 else 10))
         return 0
     if len(args) < 2:
-        print("usage: python -I -m lecturelib.course.sandbox CONFIG CONNECTION_FILE [KERNEL ARGS]", file=sys.stderr)
+        print("usage: python -I -m lecturelib.course.isolation.sandbox CONFIG CONNECTION_FILE [KERNEL ARGS]",
+              file=sys.stderr)
         return 2
     _die_with_parent()
     signal.signal(signal.SIGTERM, _end)  # the grader ends the kernel: the sandbox goes, its cgroup removed
@@ -761,14 +762,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _refuse(state: str, reason: str) -> int:
     _note(state, "reason", reason)
-    print(f"lecturelib.course.sandbox: not started: {reason}", file=sys.stderr)
+    print(f"lecturelib.course.isolation.sandbox: not started: {reason}", file=sys.stderr)
     return 2
 
 
 def write_kernelspec(data_dir: Path, config_path: Path) -> None:
     """A kernelspec named KERNEL_NAME in `data_dir`/kernels whose command starts the sandboxed kernel."""
     spec = {
-        "argv": [_kernel_python(), "-I", "-m", "lecturelib.course.sandbox", str(config_path), "{connection_file}"],
+        "argv": [_kernel_python(), "-I", "-m", "lecturelib.course.isolation.sandbox", str(config_path),
+                 "{connection_file}"],
         "display_name": "Python 3 (grading sandbox)",
         "language": "python",
         "interrupt_mode": "message",  # no signal reaches a kernel in its own session and PID namespace

@@ -3,15 +3,15 @@
 Both run the same `task.grade(task, kit)` and hand each Result back to the coordinator (`autograde`), which alone
 writes the course (`task.save`). `Local(workers)` needs nothing started. `Cluster(address)` connects, over mutual TLS
 with the course's certificates (`credentials`), to the course's scheduler (`python -m lecturelib.course scheduler`,
-or one that dask-jobqueue or dask-kubernetes started with them) whose workers were started for the course
-(`python -m lecturelib.course worker ADDRESS`: `lecturelib.course.worker` is their preload). Each assignment's Kit is
+or one that dask-jobqueue or dask-kubernetes started with them) whose workers were started for the course (`python -m
+lecturelib.course worker ADDRESS`: `lecturelib.course.grading.worker` is their preload). Each assignment's Kit is
 sent once to every worker; tasks go only to workers of the coordinator's course version (a Dask resource they offer,
 `task.worker_resource`; only a holder of the course's worker certificate can register a worker at all). A worker is
 trusted to run kernels, not to choose what it grades: it returns plain data (`Result.from_data` checks it), and a
-result whose answer cells are not the submission's (`task.not_the_submission`) is refused, its worker distrusted
-for the rest of the run and the submission graded again on another. Dask hands the task of a worker that died to
-another one; a task whose workers died `distributed.scheduler.allowed-failures` + 1 times in a row comes back as not
-graded, saying why.
+result whose answer cells are not the submission's (`task.not_the_submission`) is refused, its worker distrusted for
+the rest of the run and the submission graded again on another. Dask hands the task of a worker that died to another
+one; a task whose workers died `distributed.scheduler.allowed-failures` + 1 times in a row comes back as not graded,
+saying why.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lecturelib.course import credentials, task
-from lecturelib.course.task import Kit, Result, Task, load_config
+from lecturelib.course.grading import credentials, task
+from lecturelib.course.grading.task import Kit, Result, Task, load_config
 
 CONNECT_TIMEOUT_S = 30
 

@@ -10,7 +10,7 @@ from html import unescape
 from pathlib import Path
 
 from lecturelib.course.layout import Course, SOLUTION_MARKS, nbgrader_meta, read_notebook
-from lecturelib.course.sanitize import IMAGE_TYPES, active_svg, risky_markup
+from lecturelib.course.isolation.sanitize import IMAGE_TYPES, active_svg, risky_markup
 
 # Calls that end the kernel, reach outside the submission's folder, or run code the audit cannot read.
 EXITS = {"os._exit", "sys.exit", "exit", "quit", "os.kill", "os.abort", "os.killpg", "signal.raise_signal"}
