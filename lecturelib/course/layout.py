@@ -82,6 +82,8 @@ class Course:
 
     def nbgrader(self, *args: str, timeout_s: float | None = None) -> subprocess.CompletedProcess[str]:
         """Run `nbgrader ARGS` in the course root with this interpreter, in a clean environment; output captured."""
+        if args[:1] != ("validate",):  # every other command opens the gradebook, and nbgrader's own way to make one
+            new_gradebook(self.gradebook)  # runs `alembic heads` in a subprocess: seconds of every new course's first command
         with tempfile.TemporaryDirectory(prefix="lecturelib-nbgrader-") as private:
             env = nbgrader_env(Path(private))
             if self.templates.is_dir():  # the course's nbconvert templates: feedback pages load a local MathJax
@@ -159,6 +161,31 @@ def repair_gradebook(course: Course) -> list[str]:
         db.execute("insert into alembic_version (version_num) values (?)", (head,))
     return [f"repaired gradebook.db: it had no alembic_version (nbgrader could not run `alembic` when it created "
             f"the gradebook, e.g. without the venv on PATH); its tables are nbgrader's current schema, stamped {head}"]
+
+
+def new_gradebook(path: Path) -> None:
+    """An empty gradebook at `path` as nbgrader makes one (its tables, stamped with the schema's head), unless one is
+    there already; two processes may race to make it: one wins, the other keeps the winner's."""
+    if path.exists():
+        return
+    from nbgrader.api import Base
+    from sqlalchemy import create_engine
+
+    fd, made = tempfile.mkstemp(prefix=".gradebook-", suffix=".db", dir=path.parent)
+    os.close(fd)
+    try:
+        engine = create_engine(f"sqlite:///{made}")
+        Base.metadata.create_all(bind=engine)
+        engine.dispose()
+        with sqlite3.connect(made) as db:
+            db.execute("create table alembic_version (version_num VARCHAR(32) NOT NULL)")
+            db.execute("insert into alembic_version (version_num) values (?)", (alembic_head(),))
+        db.close()
+        os.link(made, path)  # atomic, and never over a gradebook another process made meanwhile
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(made)
 
 
 def alembic_head() -> str:

@@ -22,7 +22,7 @@ import lecturelib
 from lecturelib.course.isolation import sandbox
 from lecturelib.course.term import screen, valid_student
 from lecturelib.course.grading.guard import Guard, RunCheck, digest, gradebook_cells, release_points
-from lecturelib.course.layout import Course, repair_gradebook, scripts_on_path
+from lecturelib.course.layout import Course, new_gradebook, repair_gradebook, scripts_on_path
 from lecturelib.course.grading.execute import SANDBOX_ENV
 from lecturelib.course.grading.dispatch import Cluster, ClusterError, Local, Progress
 from lecturelib.course.grading.run import Run
@@ -140,6 +140,7 @@ def _ensure_gradebook(course: Course, assignments: list[str], students: list[str
     that both create a new student collide: UNIQUE constraint failed: student.id), and its copies of the test cells
     right; WAL lets workers read while one writes. Returns what had to be repaired."""
     notes = repair_gradebook(course)
+    new_gradebook(course.gradebook)
     with Gradebook(f"sqlite:///{course.gradebook}") as gb:
         known = {a.name for a in gb.assignments if a.notebooks}  # `nbgrader db assignment add` (a due date) adds none
         for student in students:  # names and emails from a roster import stay as they are

@@ -298,6 +298,8 @@ def import_roster(gradebook: Path, path: Path) -> tuple[list[str], list[str]]:
     Nothing is written unless every row is sound."""
     from nbgrader.api import Gradebook
 
+    from lecturelib.course.layout import new_gradebook
+
     entries, problems = read_roster_csv(path)
     held = read_roster(gradebook)
     known, listed = held.ids, {e.id for e in entries}
@@ -314,6 +316,7 @@ def import_roster(gradebook: Path, path: Path) -> tuple[list[str], list[str]]:
     if problems:
         return [], problems + [f"nothing imported: correct {path.name}, then import it again"]
     guard_gradebook()
+    new_gradebook(gradebook)
     with Gradebook(f"sqlite:///{gradebook}?timeout=120") as gb:
         for e in entries:
             gb.update_or_create_student(e.id, first_name=e.first_name, last_name=e.last_name, email=e.email,
