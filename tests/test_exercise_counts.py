@@ -1,6 +1,6 @@
 """The course's autograded points are earned by building (issue "Points only for building"): tests/exercise_counts.py."""
 
-from exercise_counts import MAX_SHORT_SHARE, MIN_MECHANISM_SHARE, Exercise, counts, exercises, markdown
+from exercise_counts import MAX_SHORT_SHARE, MIN_MECHANISM_SHARE, ROOT, Exercise, counts, exercises, markdown, written_points
 
 
 def test_exercise_counts_meet_the_goals() -> None:
@@ -23,3 +23,9 @@ def test_exercise_counts_classify_by_lines_and_loops() -> None:
 def test_exercise_list_names_what_each_exercise_asks_for() -> None:
     table = markdown([Exercise("01_x", "ex1_2", 17, 4.0, True, ("read_bandwidth",))], {"01_x": 3.0})
     assert "| 01_x | **1.2 `read_bandwidth` (4)** | 3 |" in table
+
+
+def test_readme_lists_the_exercises_as_the_masters_have_them() -> None:
+    """README's exercise list is what `python tests/exercise_counts.py --markdown` prints now: regenerate it there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert markdown(exercises(), written_points()) in readme
