@@ -1,0 +1,257 @@
+"""Figures of notebooks 07, 10 and 11: quantization error, decode and serving, all-reduce and a DDP step."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from lecturelib.plots.vocab import GB, binary_bytes, check_series, finish, label_axes
+
+
+def sqnr_vs_bits_figure(
+    bits: Sequence[int],
+    sqnr_db: dict[str, Sequence[float]],
+    points: Sequence[tuple[str, float, float]] = (),
+    *,
+    db_per_bit: float = 20 * math.log10(2),
+    title: str = "Quantization error against bits",
+) -> Figure:
+    """SQNR (dB) against bits, one line per series, a db_per_bit guide, and labelled (bits, SQNR) points."""
+    if len(bits) == 0 or not sqnr_db:
+        raise ValueError("need at least one bit width and one series")
+    for label, values in sqnr_db.items():
+        if len(values) != len(bits) or any(not math.isfinite(v) for v in values):
+            raise ValueError(f"series {label!r} must have one finite SQNR per bit width")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, values in sqnr_db.items():
+        ax.plot(bits, values, "o-", label=label)
+    first = next(iter(sqnr_db.values()))
+    guide = [first[-1] + db_per_bit * (b - bits[-1]) for b in bits]  # through the first series' widest point
+    ax.plot(bits, guide, color="gray", linestyle="--", linewidth=0.8, label=f"{db_per_bit:.2f} dB per bit")
+    for label, x, y in points:
+        ax.plot([x], [y], "s", color="black")
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, -4), fontsize="small")
+    right = max([*bits, *(x for _, x, _ in points)])
+    ax.set_xlim(min(bits) - 0.5, right + 0.25 * (right - min(bits)))  # room for the points' labels
+    ax.set_xlabel("bits per value")
+    ax.set_ylabel("SQNR (dB) = 10·log10(Σx² / Σ(x − x̂)²)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def outlier_error_figure(
+    magnitudes: Sequence[float],
+    db: Mapping[str, Sequence[float]],
+    *,
+    threshold: float | None = None,
+    title: str = "Quantization error against outlier magnitude",
+) -> Figure:
+    """Signal-to-noise (dB) of several int8 schemes against the magnitude of planted outliers (log x), a line each."""
+    if len(magnitudes) == 0 or not db:
+        raise ValueError("need at least one magnitude and one series")
+    if any(not math.isfinite(m) or m <= 0 for m in magnitudes):
+        raise ValueError("magnitudes must be positive and finite (they are drawn on a log axis)")
+    for name, values in db.items():
+        if len(values) != len(magnitudes) or any(not math.isfinite(v) for v in values):
+            raise ValueError(f"series {name!r} must hold one finite value per magnitude")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, values in db.items():
+        ax.plot(magnitudes, values, "o-", label=name)
+    if threshold is not None:
+        ax.axvline(threshold, color="gray", linestyle="--", linewidth=0.8, label=f"threshold {threshold:g}")
+    ax.set_xscale("log", base=2)
+    return finish(fig, ax, "magnitude of the outlier features", "dB: ordinary features' signal / noise", title,
+                  legend="lower left")
+
+
+def allreduce_sweep_figure(
+    series: Mapping[str, tuple[Sequence[int], Sequence[float], Sequence[float]]],
+    *,
+    title: str = "All-reduce time against message size",
+) -> Figure:
+    """Per series (a world size): measured seconds against bytes (points) and the fitted α–β model (a line), log-log."""
+    if not series:
+        raise ValueError("series needs at least one (sizes, measured, fitted) triple")
+    fig, ax = plt.subplots(figsize=(6.6, 4.2))
+    for i, (name, (sizes, measured, fitted)) in enumerate(series.items()):
+        check_series(sizes, measured, f"{name} sizes", f"{name} measured seconds")
+        check_series(sizes, fitted, f"{name} sizes", f"{name} fitted seconds")
+        color = f"C{i}"
+        ax.plot(sizes, measured, "o", color=color, label=f"{name}: measured (fastest call)")
+        ax.plot(sizes, fitted, "-", color=color, alpha=0.7, label=f"{name}: α–β fit")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
+    return finish(fig, ax, "buffer all-reduced (bytes)", "seconds", title, legend="upper left")
+
+
+def step_parts_figure(
+    rows: Mapping[str, Mapping[str, float]],
+    *,
+    unit: str = "ms",
+    title: str = "One training step, part by part",
+) -> Figure:
+    """One horizontal stacked bar per row (a measured or predicted step): its named parts, in `unit`, labelled."""
+    if not rows:
+        raise ValueError("rows needs at least one step")
+    parts: list[str] = []
+    for label, row in rows.items():
+        if not row or any(not math.isfinite(v) or v < 0 for v in row.values()):
+            raise ValueError(f"row {label!r}: parts must be non-negative and finite")
+        parts += [p for p in row if p not in parts]
+    n_title_lines = title.count("\n") + 1
+    fig, ax = plt.subplots(figsize=(8.0, 1.1 + 0.5 * len(rows) + 0.22 * n_title_lines))
+    widest = max(sum(row.values()) for row in rows.values()) or 1.0
+    for k, part in enumerate(parts):
+        lefts = [sum(row.get(p, 0.0) for p in parts[:k]) for row in rows.values()]
+        widths = [row.get(part, 0.0) for row in rows.values()]
+        ax.barh(list(rows), widths, left=lefts, color=f"C{k}", label=part)
+        for r, (left, width) in enumerate(zip(lefts, widths)):
+            if width >= 0.08 * widest:  # label the segments wide enough to hold their value
+                ax.text(left + width / 2, r, f"{width:.3g}", ha="center", va="center", fontsize="small")
+    for r, row in enumerate(rows.values()):
+        ax.text(sum(row.values()), r, f" {sum(row.values()):.3g} {unit}", va="center", fontsize="small")
+    ax.set_xlim(0, widest * 1.18)
+    ax.invert_yaxis()  # the first row on top
+    ax.set_xlabel(unit)
+    ax.set_title(title, fontsize="medium")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def decode_batch_figure(
+    batches: Sequence[int],
+    measured_s: Sequence[float],
+    predicted_s: Sequence[float],
+    *,
+    title: str = "One decode step against the batch",
+) -> Figure:
+    """Left: seconds per decode step against the batch, measured and predicted (log-log); right: tokens/s per user against in total."""
+    check_series(batches, measured_s, "batches", "measured_s")
+    check_series(batches, predicted_s, "batches", "predicted_s")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    left.plot(batches, [t * 1e3 for t in measured_s], "o-", label="measured (median round)")
+    left.plot(batches, [t * 1e3 for t in predicted_s], "k--", label="roofline prediction")
+    left.set_xscale("log", base=2)
+    left.set_yscale("log")
+    label_axes(left, "batch (sequences decoded together)", "ms per step", "Step time", legend="upper left")
+    for name, seconds, style in (("measured", measured_s, "o-"), ("roofline prediction", predicted_s, "k--")):
+        right.plot([b / t for b, t in zip(batches, seconds)], [1 / t for t in seconds], style, label=name)
+    for b, t in zip(batches, measured_s):
+        right.annotate(f"B={b}", (b / t, 1 / t), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    label_axes(right, "tokens/s in total (throughput)", "tokens/s per sequence (1 / latency)",
+               "Throughput against latency", legend="lower left")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def decode_roofs_figure(
+    batches: Sequence[int],
+    step_s: Mapping[str, Sequence[float]],
+    *,
+    compute_s: Sequence[float] | None = None,
+    capacity_batch: Mapping[str, float] | None = None,
+    title: str = "Decode step time against the batch (roofline)",
+) -> Figure:
+    """Predicted seconds per decode step against the batch, one line per series, the compute roof, and where memory runs out."""
+    if not step_s:
+        raise ValueError("need at least one series")
+    for name, values in step_s.items():
+        check_series(batches, values, "batches", f"series {name!r}")
+    if compute_s is not None:
+        check_series(batches, compute_s, "batches", "compute_s")
+    fig, ax = plt.subplots(figsize=(6.8, 4.2))
+    lines = {}
+    for name, values in step_s.items():
+        (lines[name],) = ax.plot(batches, [t * 1e3 for t in values], "-", label=name)
+    if compute_s is not None:
+        ax.plot(batches, [t * 1e3 for t in compute_s], "k:", label="compute alone: 2·N·B / peak")
+    for name, batch in (capacity_batch or {}).items():
+        if name not in step_s:
+            raise ValueError(f"capacity_batch names {name!r}, which is not a series")
+        if math.isfinite(batch) and batches[0] <= batch <= batches[-1]:
+            ax.axvline(batch, color=lines[name].get_color(), linestyle="--", linewidth=0.8)
+            ax.annotate("memory full", (batch, 0.03), xycoords=("data", "axes fraction"), textcoords="offset points",
+                        xytext=(-10, 0), rotation=90, fontsize="x-small", color=lines[name].get_color())
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    return finish(fig, ax, "batch (sequences decoded together)", "ms per step (lower bound)", title,
+                  legend="upper left")
+
+
+def throughput_latency_figure(
+    curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
+    *,
+    title: str = "Serving: each user's tokens/s against the device's",
+) -> Figure:
+    """Per-user tokens/s (1 / step time) against total tokens/s (batch / step time), one curve per (batches, step seconds)."""
+    if not curves:
+        raise ValueError("need at least one curve")
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for name, (batches, seconds) in curves.items():
+        check_series(batches, seconds, "batches", f"curve {name!r}")
+        (line,) = ax.plot([b / t for b, t in zip(batches, seconds)], [1 / t for t in seconds], "o-", markersize=3,
+                          label=name)
+        for b, t in zip(batches, seconds):
+            # the first and last batch, and powers of 8 not crowding the last label
+            if b in (batches[0], batches[-1]) or (b & (b - 1) == 0 and math.log2(b) % 3 == 0 and 2 * b <= batches[-1]):
+                ax.annotate(f"B={b}", (b / t, 1 / t), textcoords="offset points", xytext=(3, 3), fontsize="x-small",
+                            color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    return finish(fig, ax, "tokens/s in total (throughput)", "tokens/s per user (1 / time per output token)", title,
+                  legend="lower left")
+
+
+def serving_figure(
+    batches: Sequence[int],
+    compute_s: Sequence[float],
+    memory_s: Sequence[float],
+    *,
+    batch: int,
+    weight_bytes: float,
+    kv_bytes: float,
+    capacity_bytes: float,
+    title: str,
+) -> Figure:
+    """Left: the decode step's two roofs against the batch, the chosen batch marked; right: weights + KV cache against memory."""
+    check_series(batches, compute_s, "batches", "compute_s")
+    check_series(batches, memory_s, "batches", "memory_s")
+    if batch <= 0 or min(weight_bytes, kv_bytes) < 0 or not capacity_bytes > 0:
+        raise ValueError("batch and capacity_bytes must be positive, weight_bytes and kv_bytes >= 0")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), gridspec_kw={"width_ratios": [2.2, 1]})
+    left.plot(batches, [t * 1e3 for t in memory_s], "-", label="memory: (weights + KV) / bandwidth")
+    left.plot(batches, [t * 1e3 for t in compute_s], "-", label="compute: 2·N·B / peak")
+    step = [max(c, m) * 1e3 for c, m in zip(compute_s, memory_s)]
+    left.plot(batches, step, "k--", linewidth=1, label="step time: the larger")
+    if batch in batches:
+        k = list(batches).index(batch)
+        left.plot([batch], [step[k]], "ro", label=f"B = {batch}")
+    left.set_xscale("log", base=2)
+    left.set_yscale("log")
+    left.set_xlabel("batch (sequences decoded together)")
+    left.set_ylabel("ms per decode step")
+    left.grid(True, which="both", alpha=0.3)
+    left.legend(loc="upper left", fontsize="small")
+    right.bar([0], [weight_bytes / GB], label="weights")
+    right.bar([0], [kv_bytes / GB], bottom=[weight_bytes / GB], label="KV cache")
+    right.axhline(capacity_bytes / GB, color="black", linestyle="--", linewidth=1,
+                  label=f"memory: {capacity_bytes / GB:,.0f} GB")
+    right.set_xticks([])
+    right.set_ylabel("GB (10⁹ bytes)")
+    right.set_ylim(0, 1.15 * max(capacity_bytes, weight_bytes + kv_bytes) / GB)
+    right.legend(loc="upper right", fontsize="small")
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return fig
