@@ -30,48 +30,31 @@ def find_root(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no nbgrader_config.py at or above {here}")
 
 
+class _Below:
+    """A path below a course's root, read as an attribute of the course."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, course: Course, owner: type | None = None) -> Path:
+        return course.root.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class Course:
     """The folders of one course, from its root."""
 
     root: Path
 
-    @property
-    def source(self) -> Path:
-        return self.root / "source"
-
-    @property
-    def release(self) -> Path:
-        return self.root / "notebooks"
-
-    @property
-    def solutions(self) -> Path:
-        return self.root / "solutions"
-
-    @property
-    def submitted(self) -> Path:
-        return self.root / "submitted"
-
-    @property
-    def autograded(self) -> Path:
-        return self.root / "autograded"
-
-    @property
-    def feedback(self) -> Path:
-        return self.root / "feedback"
-
-    @property
-    def gradebook(self) -> Path:
-        return self.root / "gradebook.db"
-
-    @property
-    def exports(self) -> Path:
-        return self.root / "exports"
-
-    @property
-    def templates(self) -> Path:
-        """Jupyter data the instructor's pages use (JUPYTER_PATH): nbconvert templates that load a local MathJax."""
-        return self.root / "jupyter" / "share"
+    source = _Below("source")  # the masters: the only place notebooks are edited
+    release = _Below("notebooks")  # what students get
+    solutions = _Below("solutions")
+    submitted = _Below("submitted")
+    autograded = _Below("autograded")
+    feedback = _Below("feedback")
+    gradebook = _Below("gradebook.db")
+    exports = _Below("exports")
+    templates = _Below("jupyter", "share")  # Jupyter data of the instructor's pages (JUPYTER_PATH): a local MathJax
 
     def assignments(self) -> list[str]:
         """Assignment names: the folders of source/, in order."""
