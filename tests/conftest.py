@@ -6,6 +6,8 @@ from pathlib import Path
 
 from hypothesis import settings
 
+from chromium import browser_tests_run
+
 # No per-example deadline: CI's two cores also run notebooks and nbgrader, so timings vary by 10x.
 # Derandomized: the same examples every run, so a red CI is reproducible and main stays green.
 settings.register_profile("course", deadline=None, derandomize=True, print_blob=True)
@@ -14,11 +16,14 @@ settings.load_profile("course")
 
 _STARTED = time.time()
 
-
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
     """List the screenshots the browser tests took in this run, one line a file, so that CI's log shows them."""
     folder = Path(os.environ.get("BROWSER_SCREENSHOTS", Path(__file__).resolve().parents[1] / "browser-screenshots"))
     shots = sorted(p for p in folder.glob("*.png") if p.stat().st_mtime >= _STARTED) if folder.is_dir() else []
+    asked = any(Path(a).name == "solutions" for a in config.args)  # solutions/ collected, then left out by conftest.py
+    if asked and browser_tests_run() and os.environ.get("LECTURELIB_NBVAL") != "1":
+        terminalreporter.write_line("solutions/: run at full size by the browser tests (Chromium found), not again "
+                                    "by nbval (LECTURELIB_NBVAL=1 runs both)")
     if shots:
         terminalreporter.section("browser screenshots")
         for path in shots:

@@ -2,8 +2,9 @@
 
 A headless Chromium (the system's: nothing downloads a browser) drives JupyterLab servers started on free
 localhost ports with a token. The student's server is the one `make lab` starts (jupyter/student); the
-instructor's the one `make instructor` starts (jupyter/share). Kernels run with LECTURELIB_QUICK=1, as the
-autograder's do, so a notebook runs in seconds. Screenshots of every step go to browser-screenshots/ (or
+instructor's the one `make instructor` starts (jupyter/share). The student's kernels run the full sizes, as a
+student's do: this is the one full-size run of every solution (nbval's, where no browser runs them: conftest);
+the instructor's run with LECTURELIB_QUICK=1, as the autograder's do. Screenshots of every step go to browser-screenshots/ (or
 $BROWSER_SCREENSHOTS); the test session lists them at its end, one line a file.
 """
 
@@ -13,6 +14,7 @@ import contextlib
 import copy
 import csv
 import io
+import json
 import os
 import secrets
 import shutil
@@ -34,6 +36,7 @@ from lecturelib.course.layout import Course, fill_answers, nbgrader_meta, read_n
 from lecturelib.course.term.roster import plain_text
 from lecturelib.runmode import QUICK_ENV
 
+from chromium import find_chromium
 from gradebook_helpers import grade_the_written_answers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,14 +46,7 @@ PILOT = "02_matmul_flops" if "02_matmul_flops" in ASSIGNMENTS else (ASSIGNMENTS 
 SHOTS = Path(os.environ.get("BROWSER_SCREENSHOTS", ROOT / "browser-screenshots"))
 
 
-def _chromium() -> str | None:
-    """The system Chromium: $CHROMIUM, else the first of chromium, chromium-browser, google-chrome on PATH."""
-    found = os.environ.get("CHROMIUM") or next(
-        (p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
-    return found if found and os.access(found, os.X_OK) else None
-
-
-CHROMIUM = _chromium()
+CHROMIUM = find_chromium()
 try:
     from playwright.sync_api import Page, sync_playwright
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -92,15 +88,16 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyter_lab(root: Path, env: dict[str, str], log: Path) -> Iterator[tuple[str, str]]:
-    """A JupyterLab server on a free port with a token, serving `root`; yields (base URL, token)."""
+def jupyter_lab(root: Path, env: dict[str, str], log: Path, *, quick: bool) -> Iterator[tuple[str, str]]:
+    """A JupyterLab server on a free port with a token, serving `root`, its kernels at quick sizes or a student's
+    (full); yields (base URL, token)."""
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--ServerApp.root_dir={root}", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
            "--LabApp.expose_app_in_browser=True"] + (["--allow-root"] if os.geteuid() == 0 else [])
     # one intra-op thread per kernel: the other half of CI's two cores grades the round trip meanwhile
-    full_env = {"OMP_NUM_THREADS": "1", **os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                QUICK_ENV: "1"}
+    full_env = {"OMP_NUM_THREADS": "1", **{k: v for k, v in os.environ.items() if k != QUICK_ENV}, **env,
+                "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **({QUICK_ENV: "1"} if quick else {})}
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -218,7 +215,9 @@ def student_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[P
         for master in Course(ROOT).source_notebooks(assignment):
             release = read_notebook(root / "work" / assignment / master.name)
             write_notebook(fill_answers(release, read_notebook(master)), root / "work" / assignment / "solved" / master.name)
-    with jupyter_lab(root / "work", env, root / "lab.log") as (base, token):
+    # full sizes, as `make lab` runs them: this is CI's one full-size run of every solution (conftest: nbval then
+    # leaves solutions/ out); the round trip runs each at quick sizes under the grader
+    with jupyter_lab(root / "work", env, root / "lab.log", quick=False) as (base, token):
         yield root, base, token
 
 
@@ -261,6 +260,17 @@ def test_browser_student_runs_and_validates_each_notebook(browser, student_lab, 
             close_dialog(page)
     finally:
         page.close()
+        shut_down_kernels(base, token)  # an idle kernel keeps ~0.5 GB and a little CPU for the rest of the run
+
+
+def shut_down_kernels(base: str, token: str) -> None:
+    """Shut down every kernel of a JupyterLab server (as Kernel > Shut Down All Kernels does)."""
+    headers = {"Authorization": f"token {token}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/api/kernels", headers=headers), timeout=30) as r:
+        kernels = json.load(r)
+    for kernel in kernels:
+        request = urllib.request.Request(f"{base}/api/kernels/{kernel['id']}", headers=headers, method="DELETE")
+        urllib.request.urlopen(request, timeout=30).close()
 
 
 def test_browser_student_works_in_an_own_copy_that_updates_never_overwrite(browser, student_course) -> None:
@@ -375,7 +385,7 @@ def instructor_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     assert "3 of 3 submissions autograded" in graded.stdout, graded.stdout
     (root / "exchange").mkdir()  # as `make instructor` does
     instructor = {"JUPYTER_PATH": str(ROOT / "jupyter" / "share"), "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter" / "instructor")}
-    with jupyter_lab(root, instructor, root / "lab.log") as (base, token):  # as `make instructor` starts it
+    with jupyter_lab(root, instructor, root / "lab.log", quick=True) as (base, token):  # as `make instructor` starts it
         yield course, base, token
 
 

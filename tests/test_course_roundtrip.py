@@ -599,7 +599,7 @@ def test_roundtrip_every_gradable_submission_scores_what_it_deserves(graded, ass
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_roundtrip_solution_runs_every_cell_under_quick_sizes_and_one_thread(graded, assignment: str) -> None:
-    # the second condition every verdict must hold under (nbval runs the full sizes): no cell may raise
+    # the second condition every verdict must hold under (the browser tests, or nbval, run the full sizes): no cell may raise
     course, _ = graded[assignment]
     name = course.source_notebooks(assignment)[0].name
     ran = read_notebook(course.autograded / "solution" / assignment / name)
