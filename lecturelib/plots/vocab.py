@@ -122,10 +122,12 @@ def sweep(ax: Axes, xs: Sequence[float], series: Mapping[str, Sequence[float]], 
 
 def measured_vs_predicted(ax: Axes, xs: Sequence[float], measured: Sequence[float], predicted: Sequence[float], *,
                           labels: tuple[str, str], styles: tuple[str, str] = ("o", "-"),
-                          color: str | None = None) -> None:
+                          color: str | None = None, predicted_alpha: float | None = None) -> None:
     """Measured points and the prediction they confront, over the same xs, in one color (None: the next two)."""
-    ax.plot(xs, measured, styles[0], label=labels[0], **({} if color is None else {"color": color}))
-    ax.plot(xs, predicted, styles[1], label=labels[1], **({} if color is None else {"color": color, "alpha": 0.7}))
+    same = {} if color is None else {"color": color}
+    ax.plot(xs, measured, styles[0], label=labels[0], **same)
+    ax.plot(xs, predicted, styles[1], label=labels[1], **same,
+            **({} if predicted_alpha is None else {"alpha": predicted_alpha}))
 
 
 def annotate_points(ax: Axes, points: Iterable[tuple[str, float, float]], *, offset: tuple[float, float] = (4, 4),
