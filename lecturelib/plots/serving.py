@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from lecturelib.plots.vocab import (
-    GB, annotate_points, binary_bytes, check_series, finish, finish_panels, label_axes, log_axes, measured_vs_predicted,
+    GB, annotate_points, binary_bytes, check_finite, check_series, check_sweep, finish, finish_panels, label_axes, log_axes, measured_vs_predicted,
     stacked_bars, sweep,
 )
 
@@ -23,11 +23,7 @@ def sqnr_vs_bits_figure(
     title: str = "Quantization error against bits",
 ) -> Figure:
     """SQNR (dB) against bits, one line per series, a db_per_bit guide, and labelled (bits, SQNR) points."""
-    if len(bits) == 0 or not sqnr_db:
-        raise ValueError("need at least one bit width and one series")
-    for label, values in sqnr_db.items():
-        if len(values) != len(bits) or any(not math.isfinite(v) for v in values):
-            raise ValueError(f"series {label!r} must have one finite SQNR per bit width")
+    check_finite(bits, sqnr_db, "bit width")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     sweep(ax, bits, sqnr_db)
     first = next(iter(sqnr_db.values()))
@@ -48,13 +44,9 @@ def outlier_error_figure(
     title: str = "Quantization error against outlier magnitude",
 ) -> Figure:
     """Signal-to-noise (dB) of several int8 schemes against the magnitude of planted outliers (log x), a line each."""
-    if len(magnitudes) == 0 or not db:
-        raise ValueError("need at least one magnitude and one series")
+    check_finite(magnitudes, db, "magnitude")
     if any(not math.isfinite(m) or m <= 0 for m in magnitudes):
         raise ValueError("magnitudes must be positive and finite (they are drawn on a log axis)")
-    for name, values in db.items():
-        if len(values) != len(magnitudes) or any(not math.isfinite(v) for v in values):
-            raise ValueError(f"series {name!r} must hold one finite value per magnitude")
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sweep(ax, magnitudes, db)
     if threshold is not None:
@@ -148,10 +140,7 @@ def decode_roofs_figure(
     title: str = "Decode step time against the batch (roofline)",
 ) -> Figure:
     """Predicted seconds per decode step against the batch, one line per series, the compute roof, and where memory runs out."""
-    if not step_s:
-        raise ValueError("need at least one series")
-    for name, values in step_s.items():
-        check_series(batches, values, "batches", f"series {name!r}")
+    check_sweep(batches, step_s, "batches")
     if compute_s is not None:
         check_series(batches, compute_s, "batches", "compute_s")
     fig, ax = plt.subplots(figsize=(6.8, 4.2))

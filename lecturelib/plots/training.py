@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from lecturelib.plots.vocab import GB, check_series, finish, grouped_bars, label_axes, log_axes, stacked_bars, sweep
+from lecturelib.plots.vocab import GB, check_sweep, finish, grouped_bars, log_axes, stacked_bars, sweep
 
 
 def step_curves_figure(
@@ -190,10 +190,7 @@ def h2d_bandwidth_figure(
     title: str = "Host-to-device copy bandwidth",
 ) -> Figure:
     """Bytes/s of copies against their size (log-log), one line per series, with link ceilings as dashed lines."""
-    if not series:
-        raise ValueError("need at least one series")
-    for name, values in series.items():
-        check_series(sizes_bytes, values, "sizes_bytes", f"series {name!r}")
+    check_sweep(sizes_bytes, series, "sizes_bytes")
     for name, value in (ceilings or {}).items():
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"ceiling {name!r} must be positive and finite")

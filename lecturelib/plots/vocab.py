@@ -20,6 +20,23 @@ def check_series(xs: Sequence[float], ys: Sequence[float], x_name: str, y_name: 
         raise ValueError(f"{x_name} and {y_name} must be positive and finite (they are drawn on log axes)")
 
 
+def check_sweep(xs: Sequence[float], series: Mapping[str, Sequence[float]], x_name: str) -> None:
+    """Refuse a sweep with no series, or a series that a log-log plot cannot draw against xs."""
+    if not series:
+        raise ValueError("need at least one series")
+    for name, ys in series.items():
+        check_series(xs, ys, x_name, f"series {name!r}")
+
+
+def check_finite(xs: Sequence[float], series: Mapping[str, Sequence[float]], per: str) -> None:
+    """Refuse a sweep with no xs or no series, or a series without one finite value per x (a linear y axis)."""
+    if len(xs) == 0 or not series:
+        raise ValueError(f"need at least one {per} and one series")
+    for name, ys in series.items():
+        if len(ys) != len(xs) or any(not math.isfinite(v) for v in ys):
+            raise ValueError(f"series {name!r} must hold one finite value per {per}")
+
+
 def power_law_guide(xs: Sequence[float], anchor_x: float, anchor_y: float, power: int) -> list[float]:
     """y = anchor_y · (x / anchor_x)^power at each x: a guide line through one measured point."""
     return [anchor_y * (x / anchor_x) ** power for x in xs]
