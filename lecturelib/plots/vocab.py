@@ -88,7 +88,7 @@ def label_axes(ax: Axes, xlabel: str, ylabel: str, title: str, *, legend: Corner
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    if grid in ("x", "y"):
+    if grid == "x" or grid == "y":
         ax.grid(True, axis=grid, alpha=0.3)
     else:
         ax.grid(True, which=grid, alpha=0.3)
@@ -141,10 +141,10 @@ def measured_vs_predicted(ax: Axes, xs: Sequence[float], measured: Sequence[floa
                           labels: tuple[str, str], styles: tuple[str, str] = ("o", "-"),
                           color: str | None = None, predicted_alpha: float | None = None) -> None:
     """Measured points and the prediction they confront, over the same xs, in one color (None: the next two)."""
-    same = {} if color is None else {"color": color}
+    same: dict[str, Any] = {} if color is None else {"color": color}
+    faded: dict[str, Any] = {} if predicted_alpha is None else {"alpha": predicted_alpha}
     ax.plot(xs, measured, styles[0], label=labels[0], **same)
-    ax.plot(xs, predicted, styles[1], label=labels[1], **same,
-            **({} if predicted_alpha is None else {"alpha": predicted_alpha}))
+    ax.plot(xs, predicted, styles[1], label=labels[1], **same, **faded)
 
 
 def annotate_points(ax: Axes, points: Iterable[tuple[str, float, float]], *, offset: tuple[float, float] = (4, 4),
@@ -153,7 +153,8 @@ def annotate_points(ax: Axes, points: Iterable[tuple[str, float, float]], *, off
     """Each (label, x, y) labelled beside its point, `offset` points away; with a marker, the point drawn first."""
     for label, x, y in points:
         if marker is not None:
-            ax.plot([x], [y], marker, **({} if marker_color is None else {"color": marker_color}))
+            colored: dict[str, Any] = {} if marker_color is None else {"color": marker_color}
+            ax.plot([x], [y], marker, **colored)
         ax.annotate(label, (x, y), textcoords="offset points", xytext=offset, fontsize=fontsize, **text)
 
 
