@@ -6,8 +6,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from typing import NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn, TypeVar
 
 from lecturelib.configs import ModelConfig, from_json, from_name
 from lecturelib.data import Unavailable, h2d_bandwidth
@@ -43,6 +43,9 @@ class CLIError(Exception):
     """Bad input: reported as one line on stderr with exit status 2."""
 
 
+N = TypeVar("N", int, float)  # what an argparse type parses text into
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors raise CLIError instead of printing usage and exiting."""
 
@@ -50,37 +53,25 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(message)
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: a positive int."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _argument(cast: Callable[[str], N], accepts: Callable[[N], bool], expected: str) -> Callable[[str], N]:
+    """argparse type: the text cast, refused with "expected <expected>, got ..." unless `accepts` the value."""
+
+    def parse(text: str) -> N:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accepts(value):  # an int as parsed (-3); a number as written (0, not 0.0)
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value if isinstance(value, int) else text}")
+        return value
+
+    return parse
 
 
-def _positive_number(text: str) -> float:
-    """argparse type: a positive, finite number (FLOPs and bytes may be written 2e12)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    """argparse type: an int >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
+_positive_int = _argument(int, lambda v: v > 0, "a positive integer")
+# a positive, finite number (FLOPs and bytes may be written 2e12)
+_positive_number = _argument(float, lambda v: v > 0 and v != float("inf"), "a positive number")
+_non_negative_int = _argument(int, lambda v: v >= 0, "a non-negative integer")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,6 +1,8 @@
-"""The notebooks' figures, by topic, on one small vocabulary (`vocab`: input checks, units, and `label_axes` and
-`finish` for an axes' labels, grid and legend). Each function returns a matplotlib Figure and draws measured points
-against the prediction they confront:
+"""The notebooks' figures, by topic, on one small vocabulary (`vocab`: input checks and units; the shapes every topic
+draws: `sweep`, `roof` on a `log_grid`, `stacked_bars`, `grouped_bars`, `measured_vs_predicted`, `before_after`,
+`annotate_points`, `mark_sizes`; and `log_axes`, `label_axes`, `finish`, `finish_panels` for an axes' scales, labels,
+grid and legend). Each function returns a matplotlib Figure and draws measured points against the prediction they
+confront:
 
 - `hierarchy`: notebook 01 (bandwidth and latency against working set, rooflines);
 - `flops`: notebooks 00, 02, 03, 04 (loss curves, matmul throughput and tiles, softmax and attention, a GPT's FLOPs);
@@ -9,7 +11,8 @@ against the prediction they confront:
 - `serving`: notebooks 07, 10, 11 (quantization error, decode and serving, all-reduce and a DDP step);
 - `compression`: notebook 12 (sparse products, pruning, distillation).
 
-A new figure is a few lines: draw, then `return finish(fig, ax, xlabel, ylabel, title)`.
+A new figure is a few lines: draw with the vocabulary (`sweep(ax, xs, {"measured": ys})`, `log_axes(ax, 2)`), then
+`return finish(fig, ax, xlabel, ylabel, title)`.
 """
 
 from lecturelib.plots.hierarchy import (

@@ -8,7 +8,9 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from lecturelib.plots.vocab import GB, check_fractions, check_series, finish, label_axes, power_law_guide
+from lecturelib.plots.vocab import (
+    GB, check_fractions, check_series, finish, finish_panels, grouped_bars, label_axes, log_axes, power_law_guide, sweep,
+)
 
 
 def sparse_matmul_figure(
@@ -34,21 +36,13 @@ def sparse_matmul_figure(
         left.axvline(100 * crossover, color="black", linestyle="--", linewidth=1,
                      label=f"CSR faster in every round from {crossover:.0%}")
     left.set_yscale("log")
-    left.set_ylabel("ms per matmul (median round)")
-    left.set_title("Time")
     right.plot(percent, [b / 2**20 for b in dense_bytes], "o-", label="dense: every entry")
     right.plot(percent, [b / 2**20 for b in csr_bytes], "s-", label="CSR: values + column indices + row offsets")
-    right.set_ylabel("MiB of the weight")
     right.set_ylim(bottom=0)
-    right.set_title("Bytes")
-    for ax in (left, right):
-        ax.set_xlabel("zeros in the weight (%)")
+    for ax, ylabel, panel in ((left, "ms per matmul (median round)", "Time"), (right, "MiB of the weight", "Bytes")):
         ax.set_xlim(0, 100)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(loc="lower left", fontsize="small")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+        label_axes(ax, "zeros in the weight (%)", ylabel, panel, legend="lower left")
+    return finish_panels(fig, title)
 
 
 def pruning_speed_figure(
@@ -72,8 +66,7 @@ def pruning_speed_figure(
     guide = [lo, 1.0]
     ax.plot(guide, guide, color="gray", linestyle="--", label="time ∝ multiply-adds kept")
     ax.plot(guide, [1.0, 1.0], color="black", linestyle=":", label="no saving")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
+    log_axes(ax, 2, 2)
     return finish(fig, ax, "share of the multiply-adds kept", "time ÷ time of the unpruned weight", title,
                   legend="lower right")
 
@@ -102,14 +95,9 @@ def pruning_accuracy_figure(
         ax.plot(percent, [100 * a for a in after], linestyle="-", marker=marker, color=color, label=f"{label}: + fine-tune")
     ax.axhline(100 * dense_accuracy, color="black", linewidth=1, label="unpruned")
     ax.axhline(100 * chance_accuracy, color="gray", linestyle=":", label="always the commonest class")
-    ax.set_xlabel("pruned (% of the weights or hidden units)")
-    ax.set_ylabel("test accuracy (%)")
     ax.set_xlim(0, 100)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower left", fontsize="x-small")
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "pruned (% of the weights or hidden units)", "test accuracy (%)", title, legend="lower left",
+                  grid="major", legend_size="x-small")
 
 
 def distillation_temperature_figure(
@@ -130,28 +118,22 @@ def distillation_temperature_figure(
     for label, norms in grad_norms.items():
         check_series(temperatures, norms, "temperatures", f"grad_norms[{label!r}]")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0))
-    width = 0.8 / len(probabilities)
-    for k, (label, probs) in enumerate(probabilities.items()):
-        left.bar([c - 0.4 + width * (k + 0.5) for c in range(n_classes)], probs, width=width, label=label)
+    grouped_bars(left, n_classes, probabilities)
     left.set_xticks(range(n_classes))
     left.set_xlabel("class")
     left.set_ylabel(f"softmax(logits / T), T = {temperature:g}")
     left.set_ylim(0, 1)
     left.set_title("Soft targets")
     left.legend(loc="upper right", fontsize="small")
-    for label, norms in grad_norms.items():
-        right.plot(temperatures, norms, "o-", label=label)
+    sweep(right, temperatures, grad_norms)
     first = next(iter(grad_norms.values()))
     right.plot(temperatures, power_law_guide(temperatures, temperatures[-1], first[-1], -2),
                color="gray", linestyle="--", label="∝ T⁻²")
     right.axvline(temperature, color="black", linestyle=":", linewidth=1, label=f"T = {temperature:g}")
-    right.set_xscale("log", base=2)
-    right.set_yscale("log")
+    log_axes(right, 2)
     label_axes(right, "temperature T", "‖∂ soft term / ∂ student logits‖", "Gradient of the soft term",
                legend="lower left")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finish_panels(fig, title)
 
 
 def distillation_accuracy_figure(
@@ -171,11 +153,10 @@ def distillation_accuracy_figure(
     if any(not 0.0 <= a <= 1.0 for a in references.values()):
         raise ValueError("reference accuracies must lie in [0, 1]")
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for label, series in accuracies.items():
-        ax.plot(temperatures, [100 * a for a in series], "o-", label=label)
+    sweep(ax, temperatures, {label: [100 * a for a in series] for label, series in accuracies.items()})
     for k, (label, accuracy) in enumerate(references.items()):
         ax.axhline(100 * accuracy, color=f"C{k + len(accuracies)}", linestyle="--", linewidth=1, label=label)
-    ax.set_xscale("log", base=2)
+    log_axes(ax, 2, None)
     return finish(fig, ax, "temperature T", "test accuracy (%)", title, legend="lower right")
 
 

@@ -9,7 +9,10 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from lecturelib.plots.vocab import check_series, check_split, finish, label_axes, power_law_guide, tokens_label
+from lecturelib.plots.vocab import (
+    check_series, check_split, finish, finish_panels, label_axes, log_axes, log_grid, measured_vs_predicted,
+    power_law_guide, stacked_bars, sweep, tokens_label,
+)
 
 
 def throughput_figure(
@@ -30,8 +33,7 @@ def throughput_figure(
     ax.axhline(reference_flop_per_s, color="black", linestyle="--", label=reference_label)
     if prediction_flop_per_s is not None:
         ax.axhline(prediction_flop_per_s, color="tab:red", linestyle=":", label="your prediction")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_axes(ax, 2)
     return finish(fig, ax, "n (matrix side; FLOPs = 2·n³)", "FLOP/s", title,
                   legend="lower right")  # large n sit near the top: lower right is free
 
@@ -41,14 +43,8 @@ def relative_gap_figure(ks: Sequence[int], relative_gap: Sequence[float]) -> Fig
     check_series(ks, relative_gap, "ks", "relative_gap")
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     ax.plot(ks, relative_gap, "o-")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("inner size k")
-    ax.set_ylabel("(2mkn − mn(2k−1)) / 2mkn")
-    ax.set_title("When does the −1 matter?")
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    log_axes(ax, 2)
+    return finish(fig, ax, "inner size k", "(2mkn − mn(2k−1)) / 2mkn", "When does the −1 matter?", legend=None)
 
 
 def fixed_cost_figure(
@@ -67,13 +63,12 @@ def fixed_cost_figure(
     if not (math.isfinite(rate_per_s) and rate_per_s > 0 and math.isfinite(fixed_s)):
         raise ValueError("rate_per_s must be positive and fixed_s finite")
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.plot(sizes, seconds, "o", label="measured (median)")
-    ax.plot(sizes, [fixed_s + x / rate_per_s for x in work], "-", label="fit: fixed + work / rate")
+    measured_vs_predicted(ax, sizes, seconds, [fixed_s + x / rate_per_s for x in work],
+                          labels=("measured (median)", "fit: fixed + work / rate"))
     ax.plot(sizes, [x / rate_per_s for x in work], ":", color="gray", label=f"work at {rate_per_s:.3g}/s")
     if fixed_s > 0:
         ax.axhline(fixed_s, color="gray", linestyle="--", linewidth=0.8, label=f"fixed {fixed_s * 1e6:.3g} µs")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_axes(ax, 2)
     return finish(fig, ax, "n", "seconds per call", title, legend="upper left")
 
 
@@ -117,11 +112,8 @@ def loss_curves_figure(
             diff_ax.plot(steps, relative, styles[i % len(styles)][0], color=ax.lines[i].get_color(),
                          label=f"{label} vs {reference}")  # each run keeps its colour in both panels
         diff_ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-        diff_ax.set_xlabel("step")
-        diff_ax.set_ylabel(f"|loss − {reference}| / {reference}")
-        diff_ax.set_title("Relative difference")
-        diff_ax.grid(True, alpha=0.3)
-        diff_ax.legend(loc="upper left", fontsize="small")
+        label_axes(diff_ax, "step", f"|loss − {reference}| / {reference}", "Relative difference", legend="upper left",
+                   grid="major")
     fig.tight_layout()
     return fig
 
@@ -145,12 +137,10 @@ def attention_scaling_figure(
         if len(series) != len(seq_lens) or any(not math.isfinite(v) for v in series):
             raise ValueError(f"memory_bytes[{label!r}] must be finite and as long as seq_lens")
     fig, (ax_time, ax_memory) = plt.subplots(1, 2, figsize=(10.0, 4.0))
-    for label, series in times_s.items():
-        ax_time.plot(seq_lens, [t * 1e3 for t in series], "o-", label=label)
+    sweep(ax_time, seq_lens, {label: [t * 1e3 for t in series] for label, series in times_s.items()})
     first_times = next(iter(times_s.values()))
     ax_time.plot(seq_lens, power_law_guide(seq_lens, seq_lens[-1], first_times[-1] * 1e3, 2),
                  color="gray", linestyle="--", label="∝ n²")
-    ax_time.set_ylabel("time per call (ms)")
     mib: dict[str, list[tuple[int, float]]] = {
         label: [(n, b / 2**20) for n, b in zip(seq_lens, series) if b > 0] for label, series in memory_bytes.items()
     }
@@ -161,16 +151,10 @@ def attention_scaling_figure(
         ax_memory.plot(seq_lens, power_law_guide(seq_lens, *first[-1], 2), color="gray", linestyle="--", label="∝ n²")
     if last:
         ax_memory.plot(seq_lens, power_law_guide(seq_lens, *last[-1], 1), color="gray", linestyle=":", label="∝ n")
-    ax_memory.set_ylabel("peak memory added (MiB)")
-    for ax in (ax_time, ax_memory):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length n")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    for ax, ylabel in ((ax_time, "time per call (ms)"), (ax_memory, "peak memory added (MiB)")):
+        log_axes(ax, 2)
+        label_axes(ax, "sequence length n", ylabel, "")
+    return finish_panels(fig, title)
 
 
 def step_share_figure(
@@ -186,15 +170,9 @@ def step_share_figure(
     if any(not math.isfinite(v) or v < 0 for v in (*flops, *times_s)) or sum(flops) <= 0 or sum(times_s) <= 0:
         raise ValueError("flops and times_s must be finite, non-negative and not all zero")
     fig, ax = plt.subplots(figsize=(6.4, 2.6))
-    bars = {"FLOPs": [f / sum(flops) for f in flops], "time": [t / sum(times_s) for t in times_s]}
-    lefts = dict.fromkeys(bars, 0.0)
-    for i, step in enumerate(steps):
-        widths = [shares[i] for shares in bars.values()]
-        ax.barh(list(bars), widths, left=list(lefts.values()), label=step)
-        for row, (name, width) in enumerate(zip(bars, widths)):
-            if width >= 0.06:  # label the segments wide enough to hold their percentage
-                ax.text(lefts[name] + width / 2, row, f"{width:.0%}", ha="center", va="center", fontsize="small")
-            lefts[name] += width
+    shares = [[f / sum(flops) for f in flops], [t / sum(times_s) for t in times_s]]  # (bar, step)
+    stacked_bars(ax, ["FLOPs", "time"], zip(steps, zip(*shares)), horizontal=True, segment_text=lambda w: f"{w:.0%}",
+                 min_size=0.06)  # the segments wide enough to hold their percentage are labelled
     ax.set_xlim(0, 1)
     ax.set_xlabel("share")
     ax.set_title(title)
@@ -292,12 +270,11 @@ def tile_traffic_figure(
     if min(m, k, n) <= 0:
         raise ValueError(f"m, k and n must be positive, got {m}, {k}, {n}")
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    grid = [tiles[0] * (tiles[-1] / tiles[0]) ** (i / 100) for i in range(101)] if len(tiles) > 1 else list(tiles)
+    grid = log_grid(tiles[0], tiles[-1], 100) if len(tiles) > 1 else list(tiles)
     ax.plot(grid, [2 * m * k * n / t + m * n for t in grid], color="gray", linestyle="--",
             label="2mkn / tile + mn: ∝ 1 / tile, plus C written once")
     ax.axhline(m * k + k * n + m * n, color="black", linewidth=0.8, label="mk + kn + mn: every element moved once")
     ax.plot(tiles, moved, "o", label="counted by tiled_matmul")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_axes(ax, 2)
     return finish(fig, ax, "tile size t (output tiles t × t, k in chunks of t)",
                   "elements moved (reads of A and B, writes of C)", title, legend="upper right")

@@ -6,9 +6,12 @@ import math
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lecturelib.plots.vocab import GB, binary_bytes, check_series, finish
+from lecturelib.plots.vocab import (
+    annotate_points, binary_bytes, check_series, finish, log_axes, log_grid, mark_sizes, roof, sweep,
+)
 
 
 def roofline_figure(
@@ -30,19 +33,33 @@ def roofline_figure(
     xs = [i for _, i, _ in points] + ridges
     lo, hi = min(xs) / 8, max(xs) * 8
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    grid = log_grid(lo, hi)
     for (name, bandwidth), ridge in zip(memory_roofs_bytes_per_s.items(), ridges):
-        ax.plot(grid, [min(peak_flop_per_s, x * bandwidth) for x in grid],
-                label=f"{name}: {bandwidth / 1e9:,.0f} GB/s (ridge {ridge:,.3g} FLOP/B)")
+        roof(ax, grid, peak_flop_per_s, bandwidth, label=f"{name}: {bandwidth / 1e9:,.0f} GB/s (ridge {ridge:,.3g} FLOP/B)")
     ax.axhline(peak_flop_per_s, color="black", linestyle="--", linewidth=0.8,
                label=f"peak {peak_flop_per_s / 1e12:,.3g} TFLOP/s")
-    for label, intensity, rate in points:
-        ax.plot([intensity], [rate], "o")
-        ax.annotate(label, (intensity, rate), textcoords="offset points", xytext=(4, -10), fontsize="small")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    annotate_points(ax, points, offset=(4, -10), marker="o")
+    log_axes(ax)
     ax.set_xlim(lo, hi)
     return finish(fig, ax, "arithmetic intensity (FLOP/byte)", "FLOP/s", title, legend="lower right")
+
+
+def _check_working_sets(series: dict[str, tuple[Sequence[int], Sequence[float]]], cache_bytes: dict[str, int],
+                        y_name: str) -> None:
+    """Refuse a sweep over working sets with no series, a series a log axis cannot draw, or a cache size <= 0."""
+    if not series:
+        raise ValueError(f"series needs at least one (working sets, {y_name}) pair")
+    for name, (sizes, ys) in series.items():
+        check_series(sizes, ys, f"{name} sizes", f"{name} {y_name}")
+    if any(size <= 0 for size in cache_bytes.values()):
+        raise ValueError("cache sizes must be positive")
+
+
+def _working_set_axes(ax: Axes, cache_bytes: dict[str, int], *, y_base: int | None) -> None:
+    """Each cache's size marked on a log2 axis of working sets written in bytes."""
+    mark_sizes(ax, cache_bytes)
+    log_axes(ax, 2, y_base)
+    ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
 
 
 def bandwidth_sweep_figure(
@@ -52,23 +69,11 @@ def bandwidth_sweep_figure(
     title: str = "Bandwidth against working set",
 ) -> Figure:
     """Bytes/s against working-set size (log-log), one line per series, a dashed line at each cache size."""
-    if not series:
-        raise ValueError("series needs at least one (working sets, bytes/s) pair")
-    for name, (sizes, rates) in series.items():
-        check_series(sizes, rates, f"{name} sizes", f"{name} bytes/s")
-    if any(size <= 0 for size in cache_bytes.values()):
-        raise ValueError("cache sizes must be positive")
+    _check_working_sets(series, cache_bytes, "bytes/s")
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
     for name, (sizes, rates) in series.items():
-        ax.plot(sizes, [r / 1e9 for r in rates], "o-", markersize=4, label=name)
-    for name, size in cache_bytes.items():
-        ax.axvline(size, color="gray", linestyle="--", linewidth=0.8)
-        ax.annotate(f"{name} {binary_bytes(size)}", (size, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(-3, -3), textcoords="offset points", rotation=90, ha="right", va="top",
-                    fontsize="small", color="dimgray")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
+        sweep(ax, sizes, {name: [r / 1e9 for r in rates]}, markersize=4)
+    _working_set_axes(ax, cache_bytes, y_base=10)
     return finish(fig, ax, "working set (bytes the op keeps touching)", "GB/s (10⁹ bytes per second)",
                   title)  # the curves fill a different corner per machine
 
@@ -94,14 +99,12 @@ def kernel_roofline_figure(
     attainable = min(peak_flop_per_s, intensity * peak_bytes_per_s)
     bound = "memory-bound" if intensity < ridge else "compute-bound"
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
-    ax.plot(grid, [min(peak_flop_per_s, x * peak_bytes_per_s) for x in grid], color="black",
-            label=f"roof: {peak_bytes_per_s / 1e9:,.0f} GB/s, {peak_flop_per_s / 1e12:,.3g} TFLOP/s")
+    roof(ax, log_grid(lo, hi), peak_flop_per_s, peak_bytes_per_s, color="black",
+         label=f"roof: {peak_bytes_per_s / 1e9:,.0f} GB/s, {peak_flop_per_s / 1e12:,.3g} TFLOP/s")
     ax.axvline(ridge, color="gray", linestyle=":", label=f"ridge point {ridge:,.3g} FLOP/byte")
     ax.plot([intensity], [attainable], "o", markersize=9,
             color="tab:blue" if bound == "memory-bound" else "tab:red", label=f"{label}: {bound}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_axes(ax, 2)
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo * peak_bytes_per_s / 2, peak_flop_per_s * 2)
     return finish(fig, ax, "arithmetic intensity (FLOP/byte)", "attainable FLOP/s", title or label,
@@ -117,26 +120,15 @@ def latency_sweep_figure(
     title: str = "Latency of a dependent load against working set",
 ) -> Figure:
     """Nanoseconds per dependent load against working-set size (log x), a dashed line per cache, a dotted baseline."""
-    if not series:
-        raise ValueError("series needs at least one (working sets, ns per load) pair")
-    for name, (sizes, ns) in series.items():
-        check_series(sizes, ns, f"{name} sizes", f"{name} ns per load")
-    if any(size <= 0 for size in cache_bytes.values()):
-        raise ValueError("cache sizes must be positive")
+    _check_working_sets(series, cache_bytes, "ns per load")
     if baseline_ns is not None and not (math.isfinite(baseline_ns) and baseline_ns > 0):
         raise ValueError("baseline_ns must be positive and finite")
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
     for name, (sizes, ns) in series.items():
-        ax.plot(sizes, ns, "o-", markersize=4, label=name)
+        sweep(ax, sizes, {name: ns}, markersize=4)
     if baseline_ns is not None:
         ax.axhline(baseline_ns, color="black", linestyle=":", linewidth=1.0, label=baseline_label)
-    for name, size in cache_bytes.items():
-        ax.axvline(size, color="gray", linestyle="--", linewidth=0.8)
-        ax.annotate(f"{name} {binary_bytes(size)}", (size, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(-3, -3), textcoords="offset points", rotation=90, ha="right", va="top",
-                    fontsize="small", color="dimgray")
-    ax.set_xscale("log", base=2)
+    _working_set_axes(ax, cache_bytes, y_base=None)
     ax.set_ylim(bottom=0)  # linear: the step from one tier to the next is a difference of nanoseconds
-    ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
     return finish(fig, ax, "working set (bytes the chain runs through)", "ns per dependent load", title,
                   legend="center left")  # latencies grow to the right; the cache labels hang from the top

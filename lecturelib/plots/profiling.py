@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from lecturelib.plots.vocab import GB
+from lecturelib.plots.vocab import annotate_points, before_after, finish, log_axes, log_grid, roof
 
 
 Span = tuple[str, str, float, float]  # (row, name, start, end): one event of a trace on one row of a timeline
@@ -106,37 +106,31 @@ def op_roofline_figure(
     ridge = peak_flop_per_s / peak_bytes_per_s
     xs = [p[1] for p in points] + [ridge]
     lo, hi = min(xs) / 4, max(xs) * 4
-    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
-    roof = [min(peak_flop_per_s, x * peak_bytes_per_s) for x in grid]
+    grid = log_grid(lo, hi)
     fig, ax = plt.subplots(figsize=(6.8, 4.6))
-    ax.plot(grid, roof, color="black", label=f"roofline{f' ({memory_name})' if memory_name else ''}: "
-                                              f"{peak_bytes_per_s / 1e9:,.3g} GB/s, "
-                                              f"{peak_flop_per_s / 1e9:,.3g} GFLOP/s")
-    ax.plot(grid, [overhead_fraction * r for r in roof], color="gray", linestyle="--", linewidth=0.8,
+    attainable = roof(ax, grid, peak_flop_per_s, peak_bytes_per_s, color="black",
+                      label=f"roofline{f' ({memory_name})' if memory_name else ''}: {peak_bytes_per_s / 1e9:,.3g} GB/s, "
+                            f"{peak_flop_per_s / 1e9:,.3g} GFLOP/s")
+    ax.plot(grid, [overhead_fraction * r for r in attainable], color="gray", linestyle="--", linewidth=0.8,
             label=f"{overhead_fraction:.0%} of the roofline: overhead below")
     ax.axvline(ridge, color="gray", linestyle=":", linewidth=0.8)
     tier_colors = ("tab:purple", "tab:brown", "tab:olive", "tab:cyan")
     for k, (name, bytes_per_s) in enumerate(memory_tiers):
-        ax.plot(grid, [min(peak_flop_per_s, x * bytes_per_s) for x in grid], color=tier_colors[k % 4], linewidth=0.9,
-                label=f"{name}'s roof: {bytes_per_s / 1e9:,.3g} GB/s")
+        roof(ax, grid, peak_flop_per_s, bytes_per_s, color=tier_colors[k % 4], linewidth=0.9,
+             label=f"{name}'s roof: {bytes_per_s / 1e9:,.3g} GB/s")
     longest = max(p[3] for p in points)
     for verdict, color in VERDICT_COLORS.items():
         mine = [p for p in points if p[4] == verdict]
         if mine:
             ax.scatter([p[1] for p in mine], [p[2] for p in mine], s=[12 + 300 * p[3] / longest for p in mine],
                        color=color, alpha=0.6, edgecolors="black", linewidths=0.4, label=verdict)
-    for label, intensity, rate, _, _ in sorted(points, key=lambda p: -p[3])[:labelled]:
-        ax.annotate(label, (intensity, rate), textcoords="offset points", xytext=(5, 4), fontsize="x-small")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    longest_first = sorted(points, key=lambda p: -p[3])[:labelled]
+    annotate_points(ax, [(label, intensity, rate) for label, intensity, rate, _, _ in longest_first], offset=(5, 4),
+                    fontsize="x-small")
+    log_axes(ax)
     ax.set_xlim(lo, hi)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="upper left", fontsize="x-small")
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "arithmetic intensity (FLOP/byte)", "achieved FLOP/s", title, legend="upper left",
+                  legend_size="x-small")
 
 
 def memory_timeline_figure(
@@ -165,13 +159,8 @@ def memory_timeline_figure(
     for name in names:  # one legend entry per phase
         ax.axvspan(0, 0, color=cycle[names.index(name) % len(cycle)], alpha=0.25, label=name)
     ax.set_xlim(min(times), max(times))
-    ax.set_xlabel(f"time ({unit})")
-    ax.set_ylabel("allocated (MiB)")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small", ncol=1 + len(names) // 3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, f"time ({unit})", "allocated (MiB)", title, legend="upper left", grid="major",
+                  ncol=1 + len(names) // 3)
 
 
 def before_after_figure(
@@ -187,22 +176,7 @@ def before_after_figure(
     for label, (before, after) in rows.items():
         if not before or not after or any(not math.isfinite(v) or v <= 0 for v in (*before, *after)):
             raise ValueError(f"row {label!r}: before and after need positive, finite seconds")
-    median = lambda xs: sorted(xs)[len(xs) // 2]
     fig, ax = plt.subplots(figsize=(7.0, 0.9 + 0.9 * len(rows)))
-    for r, (label, (before, after)) in enumerate(rows.items()):
-        unit = median(before)
-        for offset, series, color, name in ((-0.2, before, "tab:orange", "before"), (0.2, after, "tab:green", "after")):
-            m = median(series) / unit
-            ax.barh(r + offset, m, height=0.38, color=color, label=name if r == 0 else None,
-                    xerr=[[m - min(series) / unit], [max(series) / unit - m]], capsize=3)
-        speedup = unit / median(after)
-        ax.text(max(1.0, median(after) / unit) + 0.02, r + 0.2, f" {speedup:.2f}× faster" if speedup >= 1 else
-                f" {1 / speedup:.2f}× slower", va="center", fontsize="small")
-    ax.set_yticks(range(len(rows)), list(rows))
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlabel("time per call ÷ the median before (bars: median rounds; whiskers: fastest and slowest)")
-    ax.set_title(title)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    return fig
+    before_after(ax, rows)
+    return finish(fig, ax, "time per call ÷ the median before (bars: median rounds; whiskers: fastest and slowest)", "",
+                  title, legend="lower right", grid="x")

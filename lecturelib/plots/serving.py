@@ -8,7 +8,10 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from lecturelib.plots.vocab import GB, binary_bytes, check_series, finish, label_axes
+from lecturelib.plots.vocab import (
+    GB, annotate_points, binary_bytes, check_finite, check_series, check_sweep, finish, finish_panels, label_axes, log_axes, measured_vs_predicted,
+    stacked_bars, sweep,
+)
 
 
 def sqnr_vs_bits_figure(
@@ -20,29 +23,17 @@ def sqnr_vs_bits_figure(
     title: str = "Quantization error against bits",
 ) -> Figure:
     """SQNR (dB) against bits, one line per series, a db_per_bit guide, and labelled (bits, SQNR) points."""
-    if len(bits) == 0 or not sqnr_db:
-        raise ValueError("need at least one bit width and one series")
-    for label, values in sqnr_db.items():
-        if len(values) != len(bits) or any(not math.isfinite(v) for v in values):
-            raise ValueError(f"series {label!r} must have one finite SQNR per bit width")
+    check_finite(bits, sqnr_db, "bit width")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for label, values in sqnr_db.items():
-        ax.plot(bits, values, "o-", label=label)
+    sweep(ax, bits, sqnr_db)
     first = next(iter(sqnr_db.values()))
     guide = [first[-1] + db_per_bit * (b - bits[-1]) for b in bits]  # through the first series' widest point
     ax.plot(bits, guide, color="gray", linestyle="--", linewidth=0.8, label=f"{db_per_bit:.2f} dB per bit")
-    for label, x, y in points:
-        ax.plot([x], [y], "s", color="black")
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, -4), fontsize="small")
+    annotate_points(ax, points, offset=(5, -4), marker="s", marker_color="black")
     right = max([*bits, *(x for _, x, _ in points)])
     ax.set_xlim(min(bits) - 0.5, right + 0.25 * (right - min(bits)))  # room for the points' labels
-    ax.set_xlabel("bits per value")
-    ax.set_ylabel("SQNR (dB) = 10·log10(Σx² / Σ(x − x̂)²)")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "bits per value", "SQNR (dB) = 10·log10(Σx² / Σ(x − x̂)²)", title, legend="upper left",
+                  grid="major")
 
 
 def outlier_error_figure(
@@ -53,19 +44,14 @@ def outlier_error_figure(
     title: str = "Quantization error against outlier magnitude",
 ) -> Figure:
     """Signal-to-noise (dB) of several int8 schemes against the magnitude of planted outliers (log x), a line each."""
-    if len(magnitudes) == 0 or not db:
-        raise ValueError("need at least one magnitude and one series")
+    check_finite(magnitudes, db, "magnitude")
     if any(not math.isfinite(m) or m <= 0 for m in magnitudes):
         raise ValueError("magnitudes must be positive and finite (they are drawn on a log axis)")
-    for name, values in db.items():
-        if len(values) != len(magnitudes) or any(not math.isfinite(v) for v in values):
-            raise ValueError(f"series {name!r} must hold one finite value per magnitude")
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for name, values in db.items():
-        ax.plot(magnitudes, values, "o-", label=name)
+    sweep(ax, magnitudes, db)
     if threshold is not None:
         ax.axvline(threshold, color="gray", linestyle="--", linewidth=0.8, label=f"threshold {threshold:g}")
-    ax.set_xscale("log", base=2)
+    log_axes(ax, 2, None)
     return finish(fig, ax, "magnitude of the outlier features", "dB: ordinary features' signal / noise", title,
                   legend="lower left")
 
@@ -82,11 +68,9 @@ def allreduce_sweep_figure(
     for i, (name, (sizes, measured, fitted)) in enumerate(series.items()):
         check_series(sizes, measured, f"{name} sizes", f"{name} measured seconds")
         check_series(sizes, fitted, f"{name} sizes", f"{name} fitted seconds")
-        color = f"C{i}"
-        ax.plot(sizes, measured, "o", color=color, label=f"{name}: measured (fastest call)")
-        ax.plot(sizes, fitted, "-", color=color, alpha=0.7, label=f"{name}: α–β fit")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+        measured_vs_predicted(ax, sizes, measured, fitted, labels=(f"{name}: measured (fastest call)", f"{name}: α–β fit"),
+                              color=f"C{i}", predicted_alpha=0.7)
+    log_axes(ax, 2)
     ax.xaxis.set_major_formatter(lambda x, _: binary_bytes(x))  # a function becomes a FuncFormatter
     return finish(fig, ax, "buffer all-reduced (bytes)", "seconds", title, legend="upper left")
 
@@ -108,13 +92,9 @@ def step_parts_figure(
     n_title_lines = title.count("\n") + 1
     fig, ax = plt.subplots(figsize=(8.0, 1.1 + 0.5 * len(rows) + 0.22 * n_title_lines))
     widest = max(sum(row.values()) for row in rows.values()) or 1.0
-    for k, part in enumerate(parts):
-        lefts = [sum(row.get(p, 0.0) for p in parts[:k]) for row in rows.values()]
-        widths = [row.get(part, 0.0) for row in rows.values()]
-        ax.barh(list(rows), widths, left=lefts, color=f"C{k}", label=part)
-        for r, (left, width) in enumerate(zip(lefts, widths)):
-            if width >= 0.08 * widest:  # label the segments wide enough to hold their value
-                ax.text(left + width / 2, r, f"{width:.3g}", ha="center", va="center", fontsize="small")
+    stacked_bars(ax, list(rows), ((part, [row.get(part, 0.0) for row in rows.values()]) for part in parts),
+                 horizontal=True, segment_text=lambda w: f"{w:.3g}",
+                 min_size=0.08 * widest)  # the segments wide enough to hold their value are labelled
     for r, row in enumerate(rows.values()):
         ax.text(sum(row.values()), r, f" {sum(row.values()):.3g} {unit}", va="center", fontsize="small")
     ax.set_xlim(0, widest * 1.18)
@@ -138,22 +118,17 @@ def decode_batch_figure(
     check_series(batches, measured_s, "batches", "measured_s")
     check_series(batches, predicted_s, "batches", "predicted_s")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0))
-    left.plot(batches, [t * 1e3 for t in measured_s], "o-", label="measured (median round)")
-    left.plot(batches, [t * 1e3 for t in predicted_s], "k--", label="roofline prediction")
-    left.set_xscale("log", base=2)
-    left.set_yscale("log")
+    measured_vs_predicted(left, batches, [t * 1e3 for t in measured_s], [t * 1e3 for t in predicted_s],
+                          labels=("measured (median round)", "roofline prediction"), styles=("o-", "k--"))
+    log_axes(left, 2)
     label_axes(left, "batch (sequences decoded together)", "ms per step", "Step time", legend="upper left")
     for name, seconds, style in (("measured", measured_s, "o-"), ("roofline prediction", predicted_s, "k--")):
         right.plot([b / t for b, t in zip(batches, seconds)], [1 / t for t in seconds], style, label=name)
-    for b, t in zip(batches, measured_s):
-        right.annotate(f"B={b}", (b / t, 1 / t), textcoords="offset points", xytext=(4, 4), fontsize="small")
-    right.set_xscale("log")
-    right.set_yscale("log")
+    annotate_points(right, [(f"B={b}", b / t, 1 / t) for b, t in zip(batches, measured_s)])
+    log_axes(right)
     label_axes(right, "tokens/s in total (throughput)", "tokens/s per sequence (1 / latency)",
                "Throughput against latency", legend="lower left")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finish_panels(fig, title)
 
 
 def decode_roofs_figure(
@@ -165,16 +140,12 @@ def decode_roofs_figure(
     title: str = "Decode step time against the batch (roofline)",
 ) -> Figure:
     """Predicted seconds per decode step against the batch, one line per series, the compute roof, and where memory runs out."""
-    if not step_s:
-        raise ValueError("need at least one series")
-    for name, values in step_s.items():
-        check_series(batches, values, "batches", f"series {name!r}")
+    check_sweep(batches, step_s, "batches")
     if compute_s is not None:
         check_series(batches, compute_s, "batches", "compute_s")
     fig, ax = plt.subplots(figsize=(6.8, 4.2))
-    lines = {}
-    for name, values in step_s.items():
-        (lines[name],) = ax.plot(batches, [t * 1e3 for t in values], "-", label=name)
+    lines = dict(zip(step_s, sweep(ax, batches, {name: [t * 1e3 for t in values] for name, values in step_s.items()},
+                                   "-")))
     if compute_s is not None:
         ax.plot(batches, [t * 1e3 for t in compute_s], "k:", label="compute alone: 2·N·B / peak")
     for name, batch in (capacity_batch or {}).items():
@@ -184,8 +155,7 @@ def decode_roofs_figure(
             ax.axvline(batch, color=lines[name].get_color(), linestyle="--", linewidth=0.8)
             ax.annotate("memory full", (batch, 0.03), xycoords=("data", "axes fraction"), textcoords="offset points",
                         xytext=(-10, 0), rotation=90, fontsize="x-small", color=lines[name].get_color())
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_axes(ax, 2)
     return finish(fig, ax, "batch (sequences decoded together)", "ms per step (lower bound)", title,
                   legend="upper left")
 
@@ -208,8 +178,7 @@ def throughput_latency_figure(
             if b in (batches[0], batches[-1]) or (b & (b - 1) == 0 and math.log2(b) % 3 == 0 and 2 * b <= batches[-1]):
                 ax.annotate(f"B={b}", (b / t, 1 / t), textcoords="offset points", xytext=(3, 3), fontsize="x-small",
                             color=line.get_color())
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_axes(ax)
     return finish(fig, ax, "tokens/s in total (throughput)", "tokens/s per user (1 / time per output token)", title,
                   legend="lower left")
 
@@ -238,20 +207,13 @@ def serving_figure(
     if batch in batches:
         k = list(batches).index(batch)
         left.plot([batch], [step[k]], "ro", label=f"B = {batch}")
-    left.set_xscale("log", base=2)
-    left.set_yscale("log")
-    left.set_xlabel("batch (sequences decoded together)")
-    left.set_ylabel("ms per decode step")
-    left.grid(True, which="both", alpha=0.3)
-    left.legend(loc="upper left", fontsize="small")
-    right.bar([0], [weight_bytes / GB], label="weights")
-    right.bar([0], [kv_bytes / GB], bottom=[weight_bytes / GB], label="KV cache")
+    log_axes(left, 2)
+    label_axes(left, "batch (sequences decoded together)", "ms per decode step", "", legend="upper left")
+    stacked_bars(right, [0], (("weights", [weight_bytes / GB]), ("KV cache", [kv_bytes / GB])))
     right.axhline(capacity_bytes / GB, color="black", linestyle="--", linewidth=1,
                   label=f"memory: {capacity_bytes / GB:,.0f} GB")
     right.set_xticks([])
     right.set_ylabel("GB (10⁹ bytes)")
     right.set_ylim(0, 1.15 * max(capacity_bytes, weight_bytes + kv_bytes) / GB)
     right.legend(loc="upper right", fontsize="small")
-    fig.suptitle(title, fontsize="medium")
-    fig.tight_layout()
-    return fig
+    return finish_panels(fig, title, fontsize="medium")

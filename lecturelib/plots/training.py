@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from lecturelib.plots.vocab import GB, check_series, finish
+from lecturelib.plots.vocab import GB, check_sweep, finish, grouped_bars, log_axes, stacked_bars, sweep
 
 
 def step_curves_figure(
@@ -36,13 +36,7 @@ def step_curves_figure(
         ax.axhline(reference, color="black", linestyle="--", linewidth=0.8, label=reference_label)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "optimizer step", ylabel, title, grid="major")
 
 
 MEMORY_LABEL_CHARS = 14  # characters per line of a bar's label: what fits under a bar of 1.3 inches
@@ -71,11 +65,8 @@ def memory_stack_figure(
     fig, ax = plt.subplots(figsize=(max(4.8, 1.3 * len(columns) + 3.4), 4.4))
     labels = list(columns)
     xs = list(range(len(labels)))
-    bottoms = [0.0] * len(labels)
-    for i, part in enumerate(parts):
-        heights = [columns[label].get(part, 0.0) / GB for label in labels]
-        ax.bar(xs, heights, bottom=bottoms, label=part, color=colours(i % 10))
-        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    bottoms = stacked_bars(ax, xs, ((part, [columns[label].get(part, 0.0) / GB for label in labels]) for part in parts),
+                           colors=[colours(i % 10) for i in range(len(parts))])
     # each line of a label wrapped to the width of one bar, so that neighbouring labels never overlap
     ticks = ["\n".join(textwrap.fill(line, width=MEMORY_LABEL_CHARS) for line in label.split("\n")) for label in labels]
     ax.set_xticks(xs, ticks)
@@ -110,17 +101,9 @@ def peak_comparison_figure(
         if any(not math.isfinite(v) or v < 0 for v in values):
             raise ValueError(f"series {name!r} must hold finite byte counts >= 0")
     fig, ax = plt.subplots(figsize=(max(6.4, 1.6 * len(labels) + 2.0), 4.0))
-    width = 0.8 / len(series)
-    for i, (name, values) in enumerate(series.items()):
-        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
-        ax.bar(xs, [v / 2**20 for v in values], width=width, label=name)
+    grouped_bars(ax, len(labels), {name: [v / 2**20 for v in values] for name, values in series.items()})
     ax.set_xticks(range(len(labels)), labels, fontsize="small")
-    ax.set_ylabel("MiB")
-    ax.set_title(title)
-    ax.legend(fontsize="small")
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "", "MiB", title, grid="y")
 
 
 def loader_throughput_figure(
@@ -139,21 +122,15 @@ def loader_throughput_figure(
     if model is not None and (len(model) != len(labels) or any(not math.isfinite(v) or v <= 0 for v in model)):
         raise ValueError("model must hold one positive, finite rate per configuration")
     n = len(series)
-    height = 0.8 / n
     fig, ax = plt.subplots(figsize=(6.4, 1.4 + 0.45 * len(labels) * max(n, 1.5)))
     rows = range(len(labels))
-    for k, (name, values) in enumerate(series.items()):
-        ax.barh([r - 0.4 + (k + 0.5) * height for r in rows], values, height=height, label=name)
+    grouped_bars(ax, len(labels), series, horizontal=True)
     if model is not None:
         ax.plot(list(model), list(rows), "k|", markersize=18, markeredgewidth=2, label="model: steady state")
     ax.set_yticks(list(rows), list(labels))
     ax.invert_yaxis()  # the first configuration on top
-    ax.set_xlabel("batches per second")
-    ax.set_title(title)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=n + (model is not None), fontsize="small")
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "batches per second", "", title, legend="upper center", grid="x", bbox_to_anchor=(0.5, -0.14),
+                  ncols=n + (model is not None))
 
 
 def epoch_seconds_figure(series: dict[str, Sequence[float]], *, title: str = "Seconds per epoch") -> Figure:
@@ -169,13 +146,7 @@ def epoch_seconds_figure(series: dict[str, Sequence[float]], *, title: str = "Se
     longest = max(len(v) for v in series.values())
     ax.set_xticks(range(1, longest + 1))
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("seconds")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "epoch", "seconds", title, grid="major")
 
 
 def timeline_figure(
@@ -219,21 +190,16 @@ def h2d_bandwidth_figure(
     title: str = "Host-to-device copy bandwidth",
 ) -> Figure:
     """Bytes/s of copies against their size (log-log), one line per series, with link ceilings as dashed lines."""
-    if not series:
-        raise ValueError("need at least one series")
-    for name, values in series.items():
-        check_series(sizes_bytes, values, "sizes_bytes", f"series {name!r}")
+    check_sweep(sizes_bytes, series, "sizes_bytes")
     for name, value in (ceilings or {}).items():
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"ceiling {name!r} must be positive and finite")
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for name, values in series.items():
-        ax.plot(sizes_bytes, [v / 1e9 for v in values], "o-", label=name)
+    sweep(ax, sizes_bytes, {name: [v / 1e9 for v in values] for name, values in series.items()})
     for name, value in (ceilings or {}).items():
         ax.axhline(value / 1e9, color="gray", linestyle="--", linewidth=0.8)
         ax.annotate(name, (sizes_bytes[0], value / 1e9), textcoords="offset points", xytext=(2, 3), fontsize="small")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_axes(ax, 2)
     return finish(fig, ax, "bytes per copy", "GB/s (10⁹ bytes per second)", title, legend="lower right")
 
 
@@ -261,10 +227,5 @@ def loader_progress_figure(
             steps = range(1, len(ends) + 1)
             ax.step([0.0, *ends], [0, *steps], where="post", linestyle=style, color=color,
                     label=f"{name}, {kind}")
-    ax.set_xlabel(f"time from the first sample's loading ({unit})")
-    ax.set_ylabel("training steps finished")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize="x-small", ncols=2)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, f"time from the first sample's loading ({unit})", "training steps finished", title,
+                  legend="lower right", grid="major", legend_size="x-small", ncols=2)
