@@ -421,16 +421,22 @@ def test_ctrl_c_stops_autograde_with_one_line(course: Course) -> None:
     """Ctrl-C (SIGINT to the terminal's process group) while the second of two submissions runs: one line on stderr
     that says how many are left, nothing on stdout, exit status 130 (what a shell reports for Ctrl-C)."""
     submit(course, {"ann": RIGHT, "bob": RIGHT + "\nimport time\ntime.sleep(600)"})
-    command = [sys.executable, "-m", "lecturelib.course", "autograde", "--no-sandbox", "--cell-timeout", "60"]
+    # As a shell starts a command: SIGINT at its default and not blocked (exec keeps an ignored or blocked signal, and
+    # a test worker's disposition is no terminal's)
+    as_a_shell = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                  "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.executable, sys.argv[1:])")
+    command = [sys.executable, "-c", as_a_shell, sys.executable, "-m", "lecturelib.course", "autograde", "--no-sandbox",
+               "--cell-timeout", "60"]
     run = subprocess.Popen(command, cwd=course.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     deadline = time.monotonic() + 300
     while f"ann/{ASSIGNMENT}" not in _state(course).get("done", []) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _state(course)["running"] == [f"bob/{ASSIGNMENT}"]
+    signals = [ln for ln in Path(f"/proc/{run.pid}/status").read_text().splitlines() if ln.startswith("Sig")]
     os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     out, err = run.communicate(timeout=120)
-    assert (run.returncode, out, err) == (130, "", "stopped; run it again to grade the 1 left\n")
+    assert (run.returncode, out, err) == (130, "", "stopped; run it again to grade the 1 left\n"), signals
     assert not (course.root / "logs" / "autograde" / "run").exists()  # ended, not killed: the next run resumes
     private = f"lecturelib-autograde-{run.pid}-"  # nothing of it runs on: bob's kernel (its cwd is in there) is gone
     assert not [p for p in os.listdir("/proc") if p.isdigit() and (private.encode() in _cmdline(p) or
