@@ -9,6 +9,7 @@ checks that no page shows it (`reference_chunks`).
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from pathlib import Path
@@ -92,11 +93,13 @@ class StripReference(NbGraderPreprocessor):
         return nb, resources
 
 
-def chunks(markdown: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)  # a class's submissions repeat the release's markdown cell for cell
+def chunks(markdown: str) -> frozenset[str]:
     """The pieces of text a page shows for `markdown` (each paragraph, list item or table cell, whitespace folded)."""
     rendered = re.sub(r"</(p|li|h\d|td|th|blockquote|pre)>|<br\s*/?>", "\n", markdown2html(markdown))
     text = html.unescape(re.sub(r"<[^>]+>", "", rendered))
-    return {" ".join(piece.split()) for piece in text.split("\n") if len(" ".join(piece.split())) >= MIN_CHUNK_CHARS}
+    pieces = (" ".join(piece.split()) for piece in text.split("\n"))
+    return frozenset(p for p in pieces if len(p) >= MIN_CHUNK_CHARS)
 
 
 def reference_chunks(masters: list[Path]) -> set[str]:
