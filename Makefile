@@ -23,12 +23,15 @@ setup: $(STAMP)
 # both), not when they are merely newer: a copy of the same files (a new download unpacked over this folder, a git
 # checkout) reinstalls nothing.
 INSTALLED := $(shell cat requirements.txt pyproject.toml 2>/dev/null | cmp -s - $(STAMP) && echo same)
+# pip compiles the venv's modules one file at a time (45 s of CPU here); compileall uses every core. (A machine
+# with PYTHONDONTWRITEBYTECODE set would otherwise compile every module in every process that imports it.)
 $(STAMP): $(if $(INSTALLED),,FORCE)
 	@test -n "$(PYTHON)" || { echo "make: no python3.11, python3.12 or python3.13 runs here; install one, or run: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --index-url $(TORCH_INDEX) $(TORCH_PIN))
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --index-url $(TORCH_INDEX) $(TORCH_PIN))
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_path('purelib'), quiet=2, workers=0)"
 	cat requirements.txt pyproject.toml > $(STAMP)
 FORCE:
 
@@ -46,8 +49,10 @@ instructor: $(STAMP)
 	JUPYTER_PATH=$(CURDIR)/jupyter/share JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/instructor$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
 	    $(VENV)/bin/jupyter lab --notebook-dir=. $(ALLOW_ROOT)
 
-# Everyone and CI: the whole suite (lecturelib, notebooks, the autograding round trip) on both cores.
+# Everyone and CI: the whole suite (lecturelib, notebooks, the autograding round trip) on both cores; lecturelib
+# compiled first (every kernel, CLI call and nbgrader run of the suite imports it).
 test: $(STAMP)
+	$(PY) -m compileall -q -j 0 lecturelib
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The inner loop: lecturelib's own tests and one notebook's autograding round trip (NB=..., default below), on both
@@ -55,6 +60,7 @@ test: $(STAMP)
 NB ?= 00_building_blocks
 QUICK_TESTS := $(filter-out tests/test_browser.py tests/test_course_%.py,$(wildcard tests/test_*.py)) tests/test_course_roundtrip.py
 quick: $(STAMP)
+	$(PY) -m compileall -q -j 0 lecturelib
 	LECTURELIB_ROUNDTRIP=$(NB) $(PY) -m pytest -n 2 --dist loadfile --durations=5 $(QUICK_TESTS)
 
 # The students' course (README, "The students' course"): dist/student by default, or OUT=folder.
