@@ -33,7 +33,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: igno
 # The longest test files first (CI runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`): each worker starts
 # on one of the two longest and the short files fill in around them, so neither waits for the other at the end.
 FIRST = ("tests/test_course_roundtrip.py", "tests/test_browser.py", "tests/test_jupyterhub.py",
-         "tests/test_course_build.py", "tests/test_course_autograde.py", "solutions/")
+         "tests/test_course_build.py", "tests/test_course_autograde.py", "tests/test_course_dispatch.py",
+         "tests/test_grading_attacks.py", "tests/test_types.py", "tests/test_cli.py", "solutions/")
 
 
 def pytest_collection_modifyitems(session, config, items):  # type: ignore[no-untyped-def]
