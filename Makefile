@@ -23,7 +23,7 @@ setup: $(STAMP)
 # both), not when they are merely newer: a copy of the same files (a new download unpacked over this folder, a git
 # checkout) reinstalls nothing.
 INSTALLED := $(shell cat requirements.txt pyproject.toml 2>/dev/null | cmp -s - $(STAMP) && echo same)
-# pip compiles the venv's modules one file at a time (45 s of CPU here); compileall uses every core. (A machine
+# pip compiles the venv's modules one file at a time (about a minute of CPU here); compileall uses every core. (A machine
 # with PYTHONDONTWRITEBYTECODE set would otherwise compile every module in every process that imports it.)
 $(STAMP): $(if $(INSTALLED),,FORCE)
 	@test -n "$(PYTHON)" || { echo "make: no python3.11, python3.12 or python3.13 runs here; install one, or run: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 2; }
