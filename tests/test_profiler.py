@@ -310,9 +310,24 @@ def test_compare_ratio_sees_a_twice_as_long_sleep() -> None:
     assert str(ratio).endswith("x)")
 
 
-def test_compare_rounds_last_at_least_min_round_s() -> None:
-    result = compare({"sleep": lambda: time.sleep(0.001)}, rounds=2, min_round_s=0.01, warmup=0)
-    assert result.calls_per_round["sleep"] * result.median_s("sleep") >= 0.01
+def test_compare_calibrates_calls_per_round_to_min_round_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clock that only the calls move (a call is 1/1024 s, exact in binary), calibration finds the calls that make
+    a round of min_round_s: 1 call is too short, then 10 (1 * 1.2 * 10 / 1, capped at 10x) last exactly 10/1024 s.
+    A real sleep would test the machine's load instead (CI once timed a calibrated round of 7 sleeps at 8.3 ms)."""
+    import types
+
+    import lecturelib.profiler as profiler
+
+    clock = [0.0]
+    monkeypatch.setattr(profiler, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def call() -> None:
+        clock[0] += 2.0 ** -10
+
+    result = compare({"call": call}, rounds=3, min_round_s=10 * 2.0 ** -10, warmup=1)
+    assert result.calls_per_round == {"call": 10}
+    assert result.seconds == {"call": (2.0 ** -10,) * 3}
+    assert result.run_s == (1 + 1 + 10 + 3 * 10) * 2.0 ** -10  # warmup, calibration (1, then 10), three rounds
 
 
 def test_compare_rejects_nonsense() -> None:
