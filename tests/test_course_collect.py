@@ -470,6 +470,27 @@ def test_formgrader_page_gets_names_as_text() -> None:
     assert (resources["student"], resources["first_name"]) == ("mallory", "Mal")
 
 
+def test_formgrader_page_gets_the_names_the_gradebook_holds_now(tmp_path: Path) -> None:
+    """Formgrader's session can hand the page a name from before a roster re-import (its objects still alive):
+    EscapeNames reads the student's row again, and escapes it."""
+    from traitlets.config import Config
+
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        db.execute("create table student (id varchar(128) primary key, first_name varchar(128), last_name varchar(128))")
+        db.execute("insert into student values ('mallory', 'Mal', ?)", (HOSTILE,))
+        db.execute("insert into student values ('nameless', NULL, NULL)")
+    config = Config()
+    config.CourseDirectory.db_url = f"sqlite:///{tmp_path / 'gradebook.db'}?timeout=120"
+    stale = {"student": "mallory", "last_name": "Old", "first_name": "Name"}
+    _, resources = EscapeNames(config=config).preprocess(toy(), dict(stale))
+    assert resources["last_name"] == "&lt;img src=x onerror=&quot;window.__lecturelib_xss=&#x27;roster&#x27;&quot;&gt;"
+    assert (resources["student"], resources["first_name"]) == ("mallory", "Mal")
+    _, resources = EscapeNames(config=config).preprocess(toy(), {**stale, "student": "nameless"})
+    assert (resources["first_name"], resources["last_name"]) == (None, None)  # the page shows the id instead
+    _, resources = EscapeNames(config=config).preprocess(toy(), {**stale, "student": "gone"})
+    assert (resources["first_name"], resources["last_name"]) == ("Name", "Old")  # no row: what Formgrader had
+
+
 def test_rosters_are_never_committed() -> None:
     """Issue 33, item 11: names, emails and LMS ids stay out of git, wherever the instructor saves the roster."""
     for path in ("roster.csv", "roster-2026-fall.csv", "rosters/section-b.csv", "source/roster.csv"):

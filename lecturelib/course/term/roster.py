@@ -359,13 +359,34 @@ def _guard_student(mapper: Any, connection: Any, student: Any) -> None:  # noqa:
 
 class EscapeNames(Preprocessor):
     """Formgrader's manual grading page (its HTMLExporter, c.HTMLExporter.preprocessors in nbgrader_config.py): the
-    student's id and names as text. nbgrader's formgrade template prints them into the page's HTML as they are."""
+    student's names as the gradebook holds them now, and the id and names as text. nbgrader's formgrade template
+    prints them into the page's HTML as they are."""
 
     enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        # Formgrader reads the names through one gradebook session kept for the server's life: while the student's
+        # objects from an earlier page are still alive (a reference cycle waits for the garbage collector), it
+        # shows the names they had then, not a roster re-imported since. Read them again, from the gradebook itself.
+        db_url = str(self.config.get("CourseDirectory", {}).get("db_url") or "")
+        if db_url and isinstance(resources.get("student"), str):
+            resources.update(_names_now(db_url, resources["student"]))
         for key in ("student", "first_name", "last_name"):
             value = resources.get(key)
             if isinstance(value, str) and not isinstance(value, Markup):
                 resources[key] = Markup(html.escape(value))  # Markup: a template that escapes leaves it as it is
         return nb, resources
+
+
+def _names_now(db_url: str, student: str) -> dict[str, str | None]:
+    """{"first_name": ..., "last_name": ...} of `student` in the gradebook at db_url; {} if it has no such row."""
+    from sqlalchemy import create_engine, text
+
+    engine = _ENGINES.get(db_url) or _ENGINES.setdefault(db_url, create_engine(db_url))
+    with engine.connect() as connection:
+        row = connection.execute(text("select first_name, last_name from student where id = :id"),
+                                 {"id": student}).one_or_none()
+    return {} if row is None else {"first_name": row.first_name, "last_name": row.last_name}
+
+
+_ENGINES: dict[str, Any] = {}  # one engine (a connection pool) per gradebook, for the server's life
