@@ -29,6 +29,7 @@ from lecturelib.course.layout import scripts_on_path
 from lecturelib.course.release import AddReference, StripReference
 from lecturelib.course.term import (
     EscapeNames,
+    FeedbackExporter,
     HideOutputsAfterHiddenChecks,
     RefuseZipCollect,
     SafeCsvExport,
@@ -115,6 +116,8 @@ c.Autograde.autograde_preprocessors = [
 # references AddReference wrote.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, StripReference, HideOutputsAfterHiddenChecks,
                                     SanitizeNotebook, CSSHTMLHeaderPreprocessor]
+# nbconvert's HTMLExporter, its accessibility pass run only where it changes something (FeedbackExporter).
+c.GenerateFeedback.exporter_class = FeedbackExporter
 # Pages of Formgrader and feedback: Markdown and outputs through the course's allow-list
 # (lecturelib.course.isolation.sanitize), no JavaScript or widget output, no widget state, whatever the notebook holds.
 c.HTMLExporter.sanitize_html = True

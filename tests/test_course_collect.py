@@ -491,6 +491,39 @@ def test_formgrader_page_gets_the_names_the_gradebook_holds_now(tmp_path: Path) 
     assert (resources["first_name"], resources["last_name"]) == ("Name", "Old")  # no row: what Formgrader had
 
 
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+@pytest.mark.parametrize("template", ["classic", "lab"])
+@pytest.mark.parametrize("images", [False, True])
+def test_feedback_exporter_writes_what_nbconvert_writes(template: str, images: bool) -> None:
+    """FeedbackExporter (feedback pages) skips nbconvert's accessibility pass where it would change nothing: its page
+    reads the same as HTMLExporter's (BeautifulSoup's reading of it is HTMLExporter's page), with or without
+    images lacking alt text, in the classic template (feedback's) and the lab one (focusable areas)."""
+    import nbformat
+    from bs4 import BeautifulSoup
+    from nbconvert.exporters import HTMLExporter
+
+    from lecturelib.course.term.feedback import FeedbackExporter
+
+    v4 = nbformat.v4
+    nb = v4.new_notebook(cells=[
+        v4.new_markdown_cell("# A page\nWith $x^2$, a <b>bold</b> word and `code`." + (
+            "\n\n![a plot](data:image/png;base64," + PNG + ') <img src="x.png"> <IMG SRC="y.png" alt="y">'
+            if images else "")),
+        v4.new_code_cell("print('<img src=x>')  # text, not an image", outputs=[
+            v4.new_output("stream", name="stdout", text="<img src=x>\n")]),
+        v4.new_code_cell("plot()", outputs=[v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})]
+                         if images else []),
+    ])
+    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
+    slow, _ = HTMLExporter(template_name=template).from_notebook_node(nb)
+    fast, _ = FeedbackExporter(template_name=template).from_notebook_node(nb)
+    assert str(BeautifulSoup(fast, features="html.parser")) == slow
+    assert (fast == slow) == (images or template == "lab")  # where nothing changes, nbconvert's pass is skipped
+    assert slow.count("No description has been provided for this image") == (2 if images else 0)
+
+
 def test_rosters_are_never_committed() -> None:
     """Issue 33, item 11: names, emails and LMS ids stay out of git, wherever the instructor saves the roster."""
     for path in ("roster.csv", "roster-2026-fall.csv", "rosters/section-b.csv", "source/roster.csv"):

@@ -23,7 +23,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
                "read_worksheet", "valid_student"),
     "grades": ("CANVAS_IDS", "SafeCsvExport", "canvas_option", "read_canvas_ids", "spreadsheet_text", "to_csv",
                "waiting"),
-    "feedback": ("HideOutputsAfterHiddenChecks", "hidden_inputs", "hidden_lines", "leak"),
+    "feedback": ("FeedbackExporter", "HideOutputsAfterHiddenChecks", "hidden_inputs", "hidden_lines", "leak"),
 }
 __all__ = [name for names in EXPORTS.values() for name in names]
 
@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # the same names, for mypy and readers
     from lecturelib.course.term.grades import (
         CANVAS_IDS, SafeCsvExport, canvas_option, read_canvas_ids, spreadsheet_text, to_csv, waiting
     )
-    from lecturelib.course.term.feedback import HideOutputsAfterHiddenChecks, hidden_inputs, hidden_lines, leak
+    from lecturelib.course.term.feedback import (
+        FeedbackExporter, HideOutputsAfterHiddenChecks, hidden_inputs, hidden_lines, leak
+    )
 else:
     __getattr__ = lazy_exports(__name__, EXPORTS)
