@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -216,8 +217,10 @@ def test_time_each_call_times_at_least_min_calls_and_restores_threads() -> None:
 def test_time_each_call_runs_for_min_run_time() -> None:
     from lecturelib.profiler import time_each_call
 
-    times = time_each_call(lambda: time.sleep(0.002), min_run_time_s=0.03)
-    assert sum(times.seconds) >= 0.025 and times.best_s >= 0.002  # ~15 calls of >= 2 ms
+    started = time.perf_counter()
+    times = time_each_call(lambda: time.sleep(0.002), min_run_time_s=0.03, warmup=0)
+    assert time.perf_counter() - started >= 0.03 and len(times.seconds) >= 5  # its deadline, and min_calls
+    assert times.best_s >= 0.002 and list(times.seconds) == sorted(times.seconds)  # sleeps never undershoot; sorted
 
 
 def test_time_each_call_rejects_bad_input() -> None:
@@ -298,16 +301,35 @@ def test_compare_interleaves_rounds_and_alternates_who_goes_first() -> None:
     assert len(result.seconds["a"]) == len(result.seconds["b"]) == 4
 
 
-def test_compare_ratio_sees_a_twice_as_long_sleep() -> None:
-    result = compare({"slow": lambda: time.sleep(0.002), "fast": lambda: time.sleep(0.001)}, rounds=3,
-                     min_round_s=0.01, warmup=1)
+def test_compare_takes_the_ratio_round_by_round_in_alternating_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clock only the calls move (slow: 2/1024 s a call, fast: 1/1024 s), compare calibrates each (5 and 10 calls
+    a round of at least 8/1024 s), times three rounds in the order slow fast, fast slow, slow fast, and takes the
+    ratio round by round: exactly 2. (Real sleeps would test the machine's load: they overshoot by what it is.)"""
+    import itertools
+    import types
+
+    import lecturelib.profiler as profiler
+
+    unit, clock, calls = 2.0 ** -10, [0.0], []
+    monkeypatch.setattr(profiler, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def costing(name: str, units: int) -> Callable[[], None]:
+        def call() -> None:
+            clock[0] += units * unit
+            calls.append(name)
+        return call
+
+    result = compare({"slow": costing("slow", 2), "fast": costing("fast", 1)}, rounds=3, min_round_s=8 * unit, warmup=1)
+    assert result.calls_per_round == {"slow": 5, "fast": 10}
+    assert result.seconds == {"slow": (2 * unit,) * 3, "fast": (unit,) * 3}
+    # warmup and calibration (1, then 5 or 10 calls) of each, then the rounds: slow fast | fast slow | slow fast
+    assert [(k, len(list(g))) for k, g in itertools.groupby(calls)] == [
+        ("slow", 7), ("fast", 12), ("slow", 5), ("fast", 20), ("slow", 10), ("fast", 10)]
     ratio = result.ratio("slow", "fast")
-    assert 1.2 < ratio.median < 2.5  # sleeps overshoot by a little, never undershoot
-    assert ratio.low <= ratio.median <= ratio.high
-    assert result.best_s("slow") <= result.median_s("slow") and result.best_s("slow") >= 0.002
-    assert result.run_s >= 3 * (0.01 + 0.01)
-    assert ratio.above(1.0) == (ratio.low > 1.0) and not ratio.below(ratio.low)
-    assert str(ratio).endswith("x)")
+    assert (ratio.median, ratio.low, ratio.high) == (2.0, 2.0, 2.0) and str(ratio) == "2.00x (rounds 2.00-2.00x)"
+    assert ratio.above(1.9) and not ratio.above(2.0) and ratio.below(2.1) and not ratio.below(2.0)
+    assert (result.best_s("slow"), result.median_s("fast")) == (2 * unit, unit)
+    assert result.run_s == (7 * 2 + 12 + 5 * 2 + 20 + 10 * 2 + 10) * unit
 
 
 def test_compare_calibrates_calls_per_round_to_min_round_s(monkeypatch: pytest.MonkeyPatch) -> None:
