@@ -475,8 +475,8 @@ def compare(
     warmup: int = 2,
     num_threads: int | None = None,
 ) -> Comparison:
-    """Time callables in interleaved rounds (A B C, C B A, ...), each round of each as many calls as lasted at least
-    min_round_s when calibrated (long enough to rise above the clock's noise; a loaded machine may run them faster later)."""
+    """Time callables in interleaved rounds (A B C, C B A, ...), each round of each as many calls as lasted at
+    least min_round_s when calibrated (above the clock's noise; a machine whose load changes may run them faster)."""
     # A/B timing done one after the other measures the machine's load as much as the code: a neighbour that
     # starts halfway slows only B. Interleaving puts every round of A next to a round of B, alternating which
     # goes first (drift cancels), so a ratio taken round by round compares like with like.

@@ -476,7 +476,8 @@ def test_formgrader_page_gets_the_names_the_gradebook_holds_now(tmp_path: Path) 
     from traitlets.config import Config
 
     with sqlite3.connect(tmp_path / "gradebook.db") as db:
-        db.execute("create table student (id varchar(128) primary key, first_name varchar(128), last_name varchar(128))")
+        db.execute("create table student (id varchar(128) primary key, first_name varchar(128), "
+                   "last_name varchar(128))")
         db.execute("insert into student values ('mallory', 'Mal', ?)", (HOSTILE,))
         db.execute("insert into student values ('nameless', NULL, NULL)")
     config = Config()
@@ -513,8 +514,8 @@ def test_feedback_exporter_writes_what_nbconvert_writes(template: str, images: b
             if images else "")),
         v4.new_code_cell("print('<img src=x>')  # text, not an image", outputs=[
             v4.new_output("stream", name="stdout", text="<img src=x>\n")]),
-        v4.new_code_cell("plot()", outputs=[v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})]
-                         if images else []),
+        v4.new_code_cell("plot()", outputs=[
+            v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})] if images else []),
     ])
     nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
     slow, _ = HTMLExporter(template_name=template).from_notebook_node(nb)

@@ -204,8 +204,8 @@ A11Y_TARGETS = re.compile(r"<img\b|jp-Cell-inputWrapper|jp-OutputArea-output", r
 
 
 class FeedbackExporter(HTMLExporter):
-    """nbconvert's HTML exporter for feedback pages (c.GenerateFeedback.exporter_class), with its accessibility pass
-    (alt text on every image, focusable input and output areas) run only on a page that has something for it to change."""
+    """nbconvert's HTML exporter for feedback pages (c.GenerateFeedback.exporter_class), with its accessibility
+    pass (alt text on every image, focusable input and output areas) run only on a page it would change."""
 
     # HTMLExporter.from_notebook_node (nbconvert 7.17) reads the whole page into BeautifulSoup's pure-Python parser and
     # writes it out again, every time: about half of a page's CPU (`nbgrader generate_feedback` of the pilot's three
