@@ -23,14 +23,12 @@ setup: $(STAMP)
 # both), not when they are merely newer: a copy of the same files (a new download unpacked over this folder, a git
 # checkout) reinstalls nothing.
 INSTALLED := $(shell cat requirements.txt pyproject.toml 2>/dev/null | cmp -s - $(STAMP) && echo same)
-# pip installs uv, and uv the rest (lecturelib/install.py passes pip's configuration on: indexes, local wheels,
-# constraints): 10 s where pip takes 91 s here, the same packages. Then compileall compiles the venv's modules on every
-# core. (A machine with PYTHONDONTWRITEBYTECODE set would otherwise compile every module in every process importing it.)
-UV_PIN := uv==0.13.9
+# uv installs (lecturelib/install.py: pip installs uv, pip's configuration is passed on, pip itself should uv fail):
+# 10 s where pip takes 91 s here, the same packages. Then compileall compiles the venv's modules on every core. (A
+# machine with PYTHONDONTWRITEBYTECODE set would otherwise compile every module in every process importing it.)
 $(STAMP): $(if $(INSTALLED),,FORCE)
 	@test -n "$(PYTHON)" || { echo "make: no python3.11, python3.12 or python3.13 runs here; install one, or run: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check $(UV_PIN)
 	$(if $(TORCH_INDEX),$(PY) lecturelib/install.py --index-url $(TORCH_INDEX) $(TORCH_PIN))
 	$(PY) lecturelib/install.py -r requirements.txt
 	$(PY) lecturelib/install.py --no-deps --no-build-isolation -e .

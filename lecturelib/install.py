@@ -4,14 +4,15 @@
     .venv/bin/python lecturelib/install.py --no-deps --no-build-isolation -e .
 
 Setup (both Makefiles) runs this file by its path, before lecturelib is installed: it needs only the standard
-library, and uv installed into the venv by pip (`uv==...` in the Makefiles). uv resolves and unpacks in parallel where
-pip does it one package at a time in Python (the course's requirements into a fresh venv: 91 s with pip, 10 s with uv,
-README "Measured"); the packages installed are the same (the same pins, resolved against the same indexes).
+library; it has pip install uv into the venv first (`UV`), and falls back to pip should uv be unavailable or fail.
+uv resolves and unpacks in parallel where pip does it one package at a time in Python (the course's requirements
+into a fresh venv: 91 s with pip, 10 s with uv, README "Measured"); the packages installed are the same (the same
+pins, resolved against the same indexes).
 
 uv does not read pip's configuration, so this passes it on: the indexes, find-links, constraints, trusted hosts,
-certificate and proxy that `pip config list` reports (pip.conf files and PIP_* variables: a university's mirror,
-a machine's local wheels), with pip's rule of taking the best version from all indexes together. Other arguments go
-to `uv pip install` unchanged.
+certificate and proxy that `pip config list` reports (pip.conf files and PIP_* variables: a university's mirror, a
+machine's local wheels), with pip's rule of taking the best version from all indexes together. Other arguments go to
+`uv pip install` unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+UV = "uv==0.13.9"  # installed by pip into the venv on the first call
 # pip option -> uv option (each value of a list option passed once); a value-less pip option maps to a flag
 _LIST_OPTIONS = {"extra-index-url": "--extra-index-url", "find-links": "--find-links", "constraint": "--constraint",
                  "trusted-host": "--allow-insecure-host"}
@@ -69,13 +71,30 @@ def uv_arguments(settings: dict[str, str], given: Sequence[str] = ()) -> tuple[l
     return args, env
 
 
+def has_uv() -> bool:
+    """Whether this venv runs uv (the wheel's `python -m uv`)."""
+    return subprocess.run([sys.executable, "-m", "uv", "--version"], capture_output=True).returncode == 0
+
+
 def main(argv: list[str]) -> int:
-    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    args, env = uv_arguments(pip_settings(listing.stdout if listing.returncode == 0 else ""), argv)
-    # copies, not links into uv's cache: the venv's files stay the venv's own, as pip leaves them
-    command = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable,
-               "--link-mode", "copy", *args, *argv]
-    return subprocess.run(command, env={**os.environ, **env}).returncode
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    ready = has_uv()
+    if not ready:
+        subprocess.run([*pip, UV])  # from the indexes pip is configured with
+        ready = has_uv()
+    if ready:
+        listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+        args, env = uv_arguments(pip_settings(listing.stdout if listing.returncode == 0 else ""), argv)
+        # copies, not links into uv's cache: the venv's files stay the venv's own, as pip leaves them
+        command = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable,
+                   "--link-mode", "copy", *args, *argv]
+        if subprocess.run(command, env={**os.environ, **env}).returncode == 0:
+            return 0
+        print("lecturelib/install.py: uv could not install this (above); pip tries", file=sys.stderr, flush=True)
+    else:
+        print(f"lecturelib/install.py: {UV} could not be installed; installing with pip (slower)", file=sys.stderr,
+              flush=True)
+    return subprocess.run([*pip, "--no-compile", *argv]).returncode
 
 
 if __name__ == "__main__":

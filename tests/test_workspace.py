@@ -116,7 +116,6 @@ def test_setup_reinstalls_only_when_the_requirements_change(tmp_path: Path, make
     fake_venv(tmp_path / "venv", f'echo "$@" >> {log}')
     installs = lambda: log.read_text().count("lecturelib/install.py") if log.exists() else 0  # noqa: E731
     assert make(tmp_path, "setup", "VENV=venv").returncode == 0 and installs() == 2  # requirements, then lecturelib
-    assert log.read_text().count("-m pip install") == 1  # pip installs uv, which installs the rest
     assert "Nothing to be done" in make(tmp_path, "setup", "VENV=venv").stdout and installs() == 2
     later = time.time() + 60
     for name in ("requirements.txt", "pyproject.toml"):  # a new download unpacked over the folder: same files, newer
