@@ -1,6 +1,6 @@
 """What one notebook costs in CPU at quick sizes (what every grading of it runs), and how much of that is imports.
 
-    python benchmarks/notebook_cpu.py solutions/02_matmul_flops.ipynb [more.ipynb ...]
+    .venv/bin/python benchmarks/notebook_cpu.py solutions/02_matmul_flops.ipynb [more.ipynb ...]
 
 Runs the notebook's code cells in order in one IPython shell of this process (the inline backend, as in a kernel,
 so every figure is rendered to PNG), with `LECTURELIB_QUICK=1` and one thread, and prints per notebook: the CPU
