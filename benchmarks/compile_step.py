@@ -1,6 +1,6 @@
 """Notebook 00's torch.compile on this machine: the first compiled step (cold and warm Inductor cache) and eager vs compiled.
 
-    python benchmarks/compile_step.py --runs 3 --threads 1
+    .venv/bin/python benchmarks/compile_step.py --runs 3 --threads 1
 
 The step is notebook 00's: the lecture's two-layer network (N = 64, D_in = 1000, H = 100, D_out = 10) as an
 nn.Module with frozen zero biases, a summed squared error, loss.backward() and torch.optim.SGD, float32, on the

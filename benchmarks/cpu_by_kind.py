@@ -1,7 +1,7 @@
 """Where a command's CPU goes: CPU seconds by kind of process (kernels, Chromium, pytest, nbgrader, ...).
 
-    python benchmarks/cpu_by_kind.py run -- make test      # samples every process while the command runs
-    python benchmarks/cpu_by_kind.py summary cpu.json      # the table again, from a saved sample
+    python3 benchmarks/cpu_by_kind.py run -- make test      # samples every process while the command runs
+    python3 benchmarks/cpu_by_kind.py summary cpu.json      # the table again, from a saved sample
 
 Every 0.5 s it reads /proc/PID/stat of every process (user + system time) and keeps, per process, the last figure
 seen; at the end it sums them by kind, read from the command line. A process that ends between two samples loses

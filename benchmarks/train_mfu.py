@@ -1,6 +1,6 @@
 """MFU of the course's training loop against a nanoGPT-style loop: same model, data, GPU and process.
 
-    python benchmarks/train_mfu.py --model gpt2-small --batch 12 --seq-len 1024 --precision bf16 --compile
+    .venv/bin/python benchmarks/train_mfu.py --model gpt2-small --batch 12 --seq-len 1024 --precision bf16 --compile
 
 The course loop is lecturelib.training.train (logging every --log-every steps). The nanoGPT-style loop
 below is karpathy/nanoGPT's train.py reduced to its training step: fused AdamW, autocast, a compiled
